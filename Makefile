@@ -1,0 +1,80 @@
+# cargoship: the two commands a newcomer needs are `make demo` and `make test`.
+# Both install what they need (apt packages, a virtualenv, the lab image) on a fresh machine.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV      ?= .venv
+PY        := $(VENV)/bin/python
+HOSTS       ?= 3
+CONTROLLERS ?= 1
+ENGINE      ?= k3s
+VERSION     ?=
+PYTEST_ARGS ?=
+export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
+
+APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
+
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity clean
+
+help:
+	@echo "make demo    - bring up local test hosts and run the main job on them"
+	@echo "make test    - install what is needed and run the whole test suite"
+	@echo "make lab-up HOSTS=N [CONTROLLERS=M] [ENGINE=k3s|rke2] [VERSION=v1.30.2+k3s1]"
+	@echo "make lab-down - remove every container, namespace, link and process of the lab"
+	@echo "make lint    - ansible-lint (production profile), ruff, ansible-test sanity"
+
+deps: apt venv
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if ! command -v kubectl >/dev/null; then missing="$$missing kubernetes-client"; fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+lab-up: deps
+	$(PY) tests/lab/labctl.py up --hosts $(HOSTS) --controllers $(CONTROLLERS) --engine $(ENGINE) --version "$(VERSION)"
+
+lab-down:
+	@if [ -x $(PY) ]; then $(PY) tests/lab/labctl.py down; else python3 tests/lab/labctl.py down; fi
+
+demo: deps
+	@trap '$(PY) tests/lab/labctl.py down' EXIT; \
+	$(PY) tests/lab/labctl.py up --hosts 3 --engine $(ENGINE) && \
+	echo "== ansible -m ping over SSH to every host" && \
+	$(VENV)/bin/ansible -i .lab/inventory.yml all -m ansible.builtin.ping -o && \
+	echo "== the cluster as the Kubernetes API sees it" && \
+	kubectl --kubeconfig .lab/kubeconfig get nodes
+
+unit: venv
+	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check cargoship_runner plugins tests
+	$(VENV)/bin/ansible-lint --profile production --offline
+	$(MAKE) sanity
+
+# ansible-test needs the collection at ansible_collections/cargoship/engine: run it on a copy.
+sanity: venv
+	rm -rf .cache/sanity && mkdir -p .cache/sanity/ansible_collections/cargoship/engine
+	git ls-files -co --exclude-standard -z | grep -zv '^.collections/' | \
+	  tar --null -T - -cf - | tar -C .cache/sanity/ansible_collections/cargoship/engine -xf -
+	cd .cache/sanity/ansible_collections/cargoship/engine && \
+	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-test sanity --python 3.11 --color no --requirements
+
+test: deps
+	$(MAKE) lint
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+clean: lab-down
+	rm -rf $(VENV) .cache

@@ -1,0 +1,285 @@
+"""The test bed itself: if these fail, no other lab test means anything."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+
+def test_every_host_answers_ansible_ping_over_ssh(lab):
+    result = subprocess.run(
+        ["ansible", "-i", str(lab.inventory), "all", "-m", "ansible.builtin.ping"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in lab.hosts:
+        assert f"{name} | SUCCESS" in result.stdout
+
+
+def test_login_is_by_key_only(lab):
+    host = lab.hosts["c1"]
+    result = subprocess.run(
+        [
+            "ssh",
+            "-o",
+            f"UserKnownHostsFile={lab.state / 'known_hosts'}",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "PubkeyAuthentication=no",
+            "-o",
+            "PreferredAuthentications=password,keyboard-interactive",
+            f"cargo@{host.address}",
+            "true",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 255
+    assert "Permission denied (publickey)" in result.stderr
+
+
+def test_systemd_is_pid_one_and_running_on_every_host(lab):
+    for name in lab.hosts:
+        assert lab.sh(name, "cat /proc/1/comm").stdout.strip() == "systemd"
+        assert lab.sh(name, "systemctl is-system-running", check=False).stdout.strip() == "running"
+
+
+def test_hosts_are_isolated_from_each_other(lab):
+    marker = f"/root/only-on-c1-{time.time_ns()}"
+    lab.sh("c1", f"touch {marker}")
+    try:
+        for name, host in lab.hosts.items():
+            assert lab.sh(name, "hostname", sudo=False).stdout.strip() == name
+            addresses = lab.sh(name, "ip -o -4 addr show scope global", sudo=False).stdout
+            assert host.address in addresses
+            assert all(other.address not in addresses for other in lab.hosts.values() if other is not host)
+            exists = lab.sh(name, f"test -e {marker}", check=False).returncode == 0
+            assert exists == (name == "c1"), f"{marker} visible on {name}"
+        # Each host sees only its own processes.
+        token = f"isolation-{time.time_ns()}"
+        lab.sh("w1", f"systemd-run --unit {token} /bin/bash -c 'exec -a {token} sleep 60'")
+        assert lab.sh("w1", f"pgrep -f {token}", check=False, sudo=False).returncode == 0
+        for name in ("c1", "w2"):
+            assert lab.sh(name, f"pgrep -f {token}", check=False, sudo=False).returncode == 1
+        lab.sh("w1", f"systemctl stop {token}", check=False)
+    finally:
+        lab.sh("c1", f"rm -f {marker}")
+
+
+def test_hosts_reach_each_other_over_the_lab_network(lab):
+    c1 = lab.hosts["c1"].address
+    result = lab.sh("w1", f"python3 -c \"import socket; socket.create_connection(('{c1}', 22), 3)\"", sudo=False)
+    assert result.returncode == 0
+
+
+def test_engine_reports_its_version_in_the_real_format(lab):
+    lab.sh("w2", "echo v1.29.6+k3s2 > /etc/cargoship-lab/engine-version")
+    try:
+        out = lab.sh("w2", "k3s --version", sudo=False).stdout.splitlines()
+        assert out[0].startswith("k3s version v1.29.6+k3s2 (") and out[0].endswith(")")
+        assert out[1].startswith("go version go1.")
+    finally:
+        lab.sh("w2", "echo v1.30.2+k3s1 > /etc/cargoship-lab/engine-version")
+
+
+def test_engine_refuses_malformed_yaml_and_its_unit_ends_failed(lab):
+    config = "/etc/rancher/k3s/config.yaml"
+    lab.sh("w1", f"cp {config} /root/config.yaml.good && echo 'node-label: [unclosed' >> {config}")
+    try:
+        restart = lab.sh("w1", "systemctl restart k3s-agent", check=False)
+        assert restart.returncode != 0
+        deadline = time.monotonic() + 30
+        while lab.sh("w1", "systemctl is-failed k3s-agent", check=False).stdout.strip() != "failed":
+            assert time.monotonic() < deadline, "k3s-agent never ended failed"
+            time.sleep(1)
+        journal = lab.sh("w1", "journalctl -u k3s-agent --no-pager -n 50").stdout
+        assert "level=fatal" in journal and "failed to parse config file" in journal
+        assert lab.node_ready("w1") != "True"
+    finally:
+        lab.sh(
+            "w1", f"cp /root/config.yaml.good {config} && systemctl reset-failed k3s-agent; systemctl start k3s-agent"
+        )
+    lab.wait_node("w1", "True")
+
+
+def test_restart_picks_up_new_config_and_ignores_unknown_keys(lab):
+    before = lab.loaded("w2")
+    starts = lab.starts("w2")
+    lab.sh(
+        "w2",
+        "mkdir -p /etc/rancher/k3s/config.yaml.d && "
+        "printf 'node-label: [tier=edge]\\nnot-a-k3s-key: 1\\n' > /etc/rancher/k3s/config.yaml.d/50-test.yaml",
+    )
+    try:
+        lab.sh("w2", "systemctl restart k3s-agent")
+        after = lab.loaded("w2")
+        assert after["started_at"] > before["started_at"]
+        assert "/etc/rancher/k3s/config.yaml.d/50-test.yaml" in after["files"]
+        assert lab.starts("w2") == starts + 1
+        journal = lab.sh("w2", "journalctl -u k3s-agent --no-pager -n 30").stdout
+        assert "Unknown flag --not-a-k3s-key found in config.yaml, skipping" in journal
+        assert lab.sh("w2", "systemctl is-active k3s-agent").stdout.strip() == "active"
+    finally:
+        lab.sh("w2", "rm -rf /etc/rancher/k3s/config.yaml.d && systemctl restart k3s-agent")
+
+
+def test_server_loads_audit_policy_through_kube_apiserver_arg_on_k3s(lab):
+    audit = "/var/lib/rancher/k3s/server/audit.yaml"
+    config = "/etc/rancher/k3s/config.yaml"
+    lab.sh(
+        "c1",
+        f"cp {config} /root/config.yaml.good && "
+        f"printf 'apiVersion: audit.k8s.io/v1\\nkind: Policy\\nrules:\\n- level: Metadata\\n' > {audit} && "
+        f"printf 'kube-apiserver-arg:\\n- audit-policy-file={audit}\\n' >> {config}",
+    )
+    try:
+        lab.sh("c1", "systemctl restart k3s")
+        assert lab.loaded("c1")["server_files"] == {"audit-policy": audit}
+        # A broken policy stops the server from starting, as kube-apiserver would.
+        lab.sh("c1", f"echo 'kind: NotAPolicy' > {audit}")
+        assert lab.sh("c1", "systemctl restart k3s", check=False).returncode != 0
+    finally:
+        lab.sh(
+            "c1",
+            f"cp /root/config.yaml.good {config} && rm -f {audit} && systemctl reset-failed k3s; systemctl restart k3s",
+        )
+    lab.wait_node("c1", "True")
+
+
+def test_stopped_engine_makes_its_node_not_ready(lab):
+    lab.sh("w2", "systemctl stop k3s-agent")
+    try:
+        lab.wait_node("w2", "False", timeout=10)
+        assert "NotReady" in lab.kubectl("get", "node", "w2").stdout
+    finally:
+        lab.sh("w2", "systemctl start k3s-agent")
+    lab.wait_node("w2", "True", timeout=10)
+
+
+def test_killall_script_stops_the_engine(lab):
+    lab.sh("w1", "/usr/local/bin/k3s-killall.sh")
+    try:
+        assert lab.sh("w1", "systemctl is-active k3s-agent", check=False).stdout.strip() != "active"
+        lab.wait_node("w1", "False", timeout=10)
+    finally:
+        lab.sh("w1", "systemctl start k3s-agent")
+    lab.wait_node("w1", "True")
+
+
+def test_controller_has_an_admin_kubeconfig_that_reaches_the_api_through_it(lab, tmp_path):
+    kubeconfig = lab.sh("c1", "cat /etc/rancher/k3s/k3s.yaml").stdout
+    assert lab.sh("c1", "stat -c %a /etc/rancher/k3s/k3s.yaml").stdout.strip() == "600"
+    assert "https://127.0.0.1:6443" in kubeconfig
+    local = tmp_path / "admin.yaml"
+    local.write_text(kubeconfig.replace("127.0.0.1", lab.hosts["c1"].address))
+    nodes = subprocess.run(
+        ["kubectl", "--kubeconfig", str(local), "get", "nodes", "-o", "name"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert nodes.returncode == 0, nodes.stderr
+    assert sorted(nodes.stdout.split()) == [f"node/{n}" for n in sorted(lab.hosts)]
+    # The API on a controller is down while its engine is: the relay lives and dies with it.
+    lab.sh("c1", "systemctl stop k3s")
+    try:
+        down = subprocess.run(
+            ["kubectl", "--kubeconfig", str(local), "--request-timeout=3s", "get", "nodes"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert down.returncode != 0
+    finally:
+        lab.sh("c1", "systemctl start k3s")
+    lab.wait_node("c1", "True")
+
+
+def test_helm_chart_config_in_manifests_dir_is_applied_without_restart(lab):
+    starts = lab.starts("c1")
+    manifest = (
+        "apiVersion: helm.cattle.io/v1\nkind: HelmChartConfig\n"
+        "metadata:\n  name: traefik\n  namespace: kube-system\n"
+        "spec:\n  valuesContent: |-\n    replicas: 2\n"
+    )
+    lab.sh("c1", f"printf '%s' '{manifest}' > /var/lib/rancher/k3s/server/manifests/traefik-config.yaml")
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            found = lab.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
+            if any(i["metadata"]["name"] == "traefik" for i in found["items"]):
+                break
+            assert time.monotonic() < deadline, "HelmChartConfig never applied"
+            time.sleep(0.3)
+        item = next(i for i in found["items"] if i["metadata"]["name"] == "traefik")
+        assert item["spec"]["valuesContent"] == "replicas: 2"
+        assert lab.starts("c1") == starts
+    finally:
+        lab.sh("c1", "rm -f /var/lib/rancher/k3s/server/manifests/traefik-config.yaml")
+        lab.custom.delete_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs", "traefik")
+
+
+def test_kubectl_lists_nodes_ready(lab):
+    out = lab.kubectl("get", "nodes").stdout.splitlines()
+    assert out[0].split()[:2] == ["NAME", "STATUS"]
+    rows = {line.split()[0]: line.split()[1] for line in out[1:]}
+    assert rows == {name: "Ready" for name in lab.hosts}
+
+
+def test_kubectl_label_cordon_and_uncordon(lab):
+    lab.kubectl("label", "node", "w1", "node-role.kubernetes.io/infrastructure=true")
+    assert lab.core.read_node("w1").metadata.labels["node-role.kubernetes.io/infrastructure"] == "true"
+    lab.kubectl("label", "node", "w1", "node-role.kubernetes.io/infrastructure-")
+    assert "node-role.kubernetes.io/infrastructure" not in lab.core.read_node("w1").metadata.labels
+    lab.kubectl("cordon", "w1")
+    assert lab.core.read_node("w1").spec.unschedulable is True
+    lab.kubectl("uncordon", "w1")
+    assert not lab.core.read_node("w1").spec.unschedulable
+
+
+def test_drain_is_refused_under_a_pod_disruption_budget_and_succeeds_without(lab):
+    def pods_on(node: str, app: str) -> list[str]:
+        pods = lab.core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={node}").items
+        return [p.metadata.name for p in pods if (p.metadata.labels or {}).get("app") == app]
+
+    assert pods_on("w2", "web"), "the seeded ReplicaSet should have a pod on w2"
+    lab.policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web-all"},
+            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    try:
+        refused = lab.kubectl(
+            "drain", "w2", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=6s", check=False
+        )
+        assert refused.returncode != 0
+        assert "global timeout reached" in refused.stderr or "disruption budget" in refused.stderr
+        assert pods_on("w2", "web"), "a refused eviction must leave the pod in place"
+        status = lab.policy.read_namespaced_pod_disruption_budget("web-all", "default").status
+        assert status.disruptions_allowed == 0
+    finally:
+        lab.policy.delete_namespaced_pod_disruption_budget("web-all", "default")
+    try:
+        drained = lab.kubectl("drain", "w2", "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=30s")
+        assert "node/w2 drained" in drained.stdout
+        assert pods_on("w2", "web") == []
+        assert pods_on("w2", "node-agent"), "DaemonSet pods stay on a drained node"
+        assert lab.core.read_node("w2").spec.unschedulable is True
+    finally:
+        lab.kubectl("uncordon", "w2")

@@ -1,0 +1,596 @@
+#!/usr/bin/python3
+"""Test double of the k3s / RKE2 engine binary, installed on lab hosts as ``k3s`` or ``rke2``.
+
+It reproduces the behaviour cargoship relies on, nothing more:
+
+* ``--version`` prints the real two-line format;
+* ``server`` / ``agent`` read ``config.yaml`` (+ ``config.yaml.d``) and ``registries.yaml`` at start,
+  refuse to start on malformed YAML, warn about and ignore unknown config keys as k3s does;
+* servers also load the audit policy and the pod-security admission file the config references,
+  by each distribution's own keys (k3s: ``kube-apiserver-arg``; RKE2: top-level keys);
+* every successful start is recorded in ``/var/lib/rancher/<engine>/lab/loaded.json`` and appended
+  to ``starts.log`` so tests can prove a restart picked up new config;
+* the node turns Ready in the Kubernetes API double at start and NotReady at stop, with heartbeats;
+* servers write the admin kubeconfig at the real path, forward port 6443 to the API double (so the
+  API "on a controller" is down while its engine is), and apply manifests dropped into the server
+  manifests directory without a restart.
+
+Only the Python standard library and PyYAML (python3-yaml in the host image) are used.
+"""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import hashlib
+import json
+import os
+import signal
+import socket
+import ssl
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import yaml
+
+LAB_DIR = "/etc/cargoship-lab"
+DEFAULT_VERSIONS = {"k3s": "v1.30.2+k3s1", "rke2": "v1.30.2+rke2r1"}
+GO_VERSION = {"k3s": "go version go1.22.4", "rke2": "go version go1.22.4 X:boringcrypto"}
+HEARTBEAT_SECONDS = 5
+MANIFEST_SCAN_SECONDS = 1
+
+COMMON_KEYS = {
+    "config",
+    "debug",
+    "v",
+    "vmodule",
+    "log",
+    "alsologtostderr",
+    "data-dir",
+    "token",
+    "token-file",
+    "server",
+    "node-name",
+    "with-node-id",
+    "node-label",
+    "node-taint",
+    "node-ip",
+    "node-external-ip",
+    "node-internal-dns",
+    "node-external-dns",
+    "kubelet-arg",
+    "kube-proxy-arg",
+    "private-registry",
+    "container-runtime-endpoint",
+    "default-runtime",
+    "image-service-endpoint",
+    "pause-image",
+    "snapshotter",
+    "resolv-conf",
+    "protect-kernel-defaults",
+    "selinux",
+    "lb-server-port",
+    "image-credential-provider-bin-dir",
+    "image-credential-provider-config",
+    "disable-default-registry-endpoint",
+    "nonroot-devices",
+    "airgap-extra-registry",
+    "enable-pprof",
+}
+SERVER_KEYS = {
+    "bind-address",
+    "https-listen-port",
+    "advertise-address",
+    "advertise-port",
+    "tls-san",
+    "tls-san-security",
+    "cluster-cidr",
+    "service-cidr",
+    "service-node-port-range",
+    "cluster-dns",
+    "cluster-domain",
+    "egress-selector-mode",
+    "write-kubeconfig",
+    "write-kubeconfig-mode",
+    "write-kubeconfig-group",
+    "agent-token",
+    "agent-token-file",
+    "cluster-init",
+    "cluster-reset",
+    "cluster-reset-restore-path",
+    "kube-apiserver-arg",
+    "etcd-arg",
+    "kube-controller-manager-arg",
+    "kube-scheduler-arg",
+    "kube-cloud-controller-manager-arg",
+    "datastore-endpoint",
+    "etcd-disable-snapshots",
+    "etcd-expose-metrics",
+    "etcd-snapshot-schedule-cron",
+    "etcd-snapshot-retention",
+    "etcd-snapshot-dir",
+    "disable",
+    "disable-scheduler",
+    "disable-cloud-controller",
+    "disable-kube-proxy",
+    "disable-network-policy",
+    "disable-helm-controller",
+    "embedded-registry",
+    "supervisor-metrics",
+    "secrets-encryption",
+    "system-default-registry",
+}
+FLAVOR_KEYS = {
+    "k3s": {
+        "server": {
+            "flannel-backend",
+            "flannel-ipv6-masq",
+            "flannel-external-ip",
+            "servicelb-namespace",
+            "helm-job-image",
+            "default-local-storage-path",
+            "docker",
+            "flannel-iface",
+            "flannel-conf",
+            "flannel-cni-conf-dir",
+            "flannel-cni-conf",
+            "vpn-auth",
+            "vpn-auth-file",
+            "rootless",
+            "prefer-bundled-bin",
+        },
+        "agent": {
+            "docker",
+            "flannel-iface",
+            "flannel-conf",
+            "flannel-cni-conf-dir",
+            "flannel-cni-conf",
+            "vpn-auth",
+            "vpn-auth-file",
+            "rootless",
+            "prefer-bundled-bin",
+        },
+    },
+    "rke2": {
+        "server": {
+            "audit-policy-file",
+            "pod-security-admission-config-file",
+            "cni",
+            "profile",
+            "enable-servicelb",
+            "kube-apiserver-image",
+            "kube-controller-manager-image",
+            "kube-scheduler-image",
+            "etcd-image",
+            "control-plane-resource-requests",
+            "control-plane-resource-limits",
+            "cloud-provider-name",
+            "cloud-provider-config",
+        },
+        "agent": {"profile", "cloud-provider-name", "cloud-provider-config"},
+    },
+}
+REGISTRIES_KEYS = {"mirrors", "configs"}
+
+
+class EngineError(Exception):
+    """A condition the real engine treats as fatal."""
+
+
+def log(level: str, msg: str) -> None:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    sys.stderr.write(f'time="{now}" level={level} msg="{msg}"\n')
+    sys.stderr.flush()
+
+
+def flavor_of(argv0: str) -> str:
+    name = os.path.basename(argv0)
+    return "rke2" if name.startswith("rke2") else "k3s"
+
+
+def engine_version(flavor: str) -> str:
+    try:
+        with open(os.path.join(LAB_DIR, "engine-version"), encoding="utf-8") as handle:
+            return handle.read().strip() or DEFAULT_VERSIONS[flavor]
+    except FileNotFoundError:
+        return DEFAULT_VERSIONS[flavor]
+
+
+def sha256_of(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def load_yaml_file(path: str, what: str) -> object:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return yaml.safe_load(handle)
+    except yaml.YAMLError as exc:
+        raise EngineError(f"failed to parse {what} {path}: {exc}".replace("\n", " ")) from exc
+    except OSError as exc:
+        raise EngineError(f"failed to read {what} {path}: {exc}") from exc
+
+
+def load_config(flavor: str, role: str) -> tuple[dict, dict[str, str]]:
+    """Read config.yaml and config.yaml.d/*.yaml like the engine: later files override earlier keys."""
+    base = f"/etc/rancher/{flavor}/config.yaml"
+    paths = ([base] if os.path.exists(base) else []) + sorted(glob.glob(f"{base}.d/*.yaml"))
+    allowed = COMMON_KEYS | FLAVOR_KEYS[flavor][role] | (SERVER_KEYS if role == "server" else set())
+    merged: dict = {}
+    hashes: dict[str, str] = {}
+    for path in paths:
+        data = load_yaml_file(path, "config file")
+        hashes[path] = sha256_of(path)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise EngineError(f"failed to parse config file {path}: top level is not a mapping")
+        for key, value in data.items():
+            if key not in allowed:
+                log("warning", f"Unknown flag --{key} found in config.yaml, skipping")
+                continue
+            merged[key] = value
+    return merged, hashes
+
+
+def apiserver_args(config: dict) -> dict[str, str]:
+    raw = config.get("kube-apiserver-arg", [])
+    items = [raw] if isinstance(raw, str) else list(raw or [])
+    args = {}
+    for item in items:
+        key, _, value = str(item).partition("=")
+        args[key.lstrip("-")] = value
+    return args
+
+
+def referenced_server_files(flavor: str, config: dict) -> dict[str, str]:
+    """The audit policy and pod-security admission files, by the keys each distribution reads."""
+    if flavor == "rke2":
+        found = {
+            "audit-policy": config.get("audit-policy-file"),
+            "pod-security": config.get("pod-security-admission-config-file"),
+        }
+    else:
+        args = apiserver_args(config)
+        found = {
+            "audit-policy": args.get("audit-policy-file"),
+            "pod-security": args.get("admission-control-config-file"),
+        }
+    return {kind: path for kind, path in found.items() if path}
+
+
+def check_server_file(kind: str, path: str) -> None:
+    data = load_yaml_file(path, f"{kind} file")
+    expected = {"audit-policy": ("Policy", "audit.k8s.io/"), "pod-security": ("AdmissionConfiguration", "apiserver.")}
+    kind_name, api_prefix = expected[kind]
+    if (
+        not isinstance(data, dict)
+        or data.get("kind") != kind_name
+        or not str(data.get("apiVersion", "")).startswith(api_prefix)
+    ):
+        raise EngineError(f"kube-apiserver exited: {kind} file {path} is not a valid {kind_name}")
+    if kind == "audit-policy" and not isinstance(data.get("rules"), list):
+        raise EngineError(f"kube-apiserver exited: audit policy {path} has no rules list")
+
+
+def load_registries(flavor: str, config: dict) -> tuple[dict, dict[str, str]]:
+    path = config.get("private-registry") or f"/etc/rancher/{flavor}/registries.yaml"
+    if not os.path.exists(path):
+        return {}, {}
+    data = load_yaml_file(path, "private registry configuration")
+    if data is None:
+        return {}, {path: sha256_of(path)}
+    if not isinstance(data, dict):
+        raise EngineError(f"failed to parse private registry configuration {path}: top level is not a mapping")
+    for key in data:
+        if key not in REGISTRIES_KEYS:
+            log("warning", f"Unknown key {key} in private registry configuration {path}, skipping")
+    return data, {path: sha256_of(path)}
+
+
+class ApiClient:
+    """Just enough of a Kubernetes client to play the kubelet's part (node registration, status)."""
+
+    def __init__(self) -> None:
+        with open(os.path.join(LAB_DIR, "api.json"), encoding="utf-8") as handle:
+            conf = json.load(handle)
+        self.url = conf["url"].rstrip("/")
+        self.token = conf["token"]
+        self.context = ssl.create_default_context(cafile=os.path.join(LAB_DIR, "ca.crt"))
+
+    def call(self, method: str, path: str, body: object = None, content_type: str = "application/json") -> dict:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Authorization", f"Bearer {self.token}")
+        request.add_header("Content-Type", content_type)
+        with urllib.request.urlopen(request, context=self.context, timeout=10) as response:
+            return json.loads(response.read() or b"{}")
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.call("GET", path)
+            return True
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return False
+            raise
+
+    def apply(self, obj: dict) -> None:
+        """Create or replace one manifest object, as the engine's deploy controller does."""
+        api_version, kind = obj["apiVersion"], obj["kind"]
+        plural = kind.lower() + "s"
+        namespace = obj.get("metadata", {}).get("namespace", "kube-system" if kind.startswith("Helm") else "default")
+        obj.setdefault("metadata", {})["namespace"] = namespace
+        prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+        collection = f"{prefix}/namespaces/{namespace}/{plural}"
+        name = obj["metadata"]["name"]
+        if self.exists(f"{collection}/{name}"):
+            self.call("PUT", f"{collection}/{name}", obj)
+        else:
+            self.call("POST", collection, obj)
+
+
+class Engine:
+    def __init__(self, flavor: str, role: str) -> None:
+        self.flavor = flavor
+        self.role = role
+        with open(os.path.join(LAB_DIR, "node.json"), encoding="utf-8") as handle:
+            self.node = json.load(handle)
+        self.version = engine_version(flavor)
+        self.api = ApiClient()
+        self.stopping = threading.Event()
+        self.state_dir = f"/var/lib/rancher/{flavor}/lab"
+        self.applied: dict[str, str] = {}
+
+    # -- start-up ---------------------------------------------------------------------------------
+    def load(self) -> dict:
+        config, files = load_config(self.flavor, self.role)
+        registries, reg_files = load_registries(self.flavor, config)
+        files.update(reg_files)
+        server_files = {}
+        if self.role == "server":
+            for kind, path in referenced_server_files(self.flavor, config).items():
+                check_server_file(kind, path)
+                files[path] = sha256_of(path)
+                server_files[kind] = path
+        return {
+            "flavor": self.flavor,
+            "role": self.role,
+            "version": self.version,
+            "pid": os.getpid(),
+            "started_at": time.time(),
+            "files": files,
+            "server_files": server_files,
+            "registry_mirrors": sorted((registries.get("mirrors") or {}).keys()),
+            "registry_configs": sorted((registries.get("configs") or {}).keys()),
+        }
+
+    def record(self, loaded: dict) -> None:
+        os.makedirs(self.state_dir, exist_ok=True)
+        tmp = os.path.join(self.state_dir, ".loaded.json.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            json.dump(loaded, handle, indent=2, sort_keys=True)
+        os.replace(tmp, os.path.join(self.state_dir, "loaded.json"))
+        with open(os.path.join(self.state_dir, "starts.log"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"started_at": loaded["started_at"], "files": loaded["files"]}) + "\n")
+
+    def write_admin_kubeconfig(self) -> None:
+        target = f"/etc/rancher/{self.flavor}/{self.flavor}.yaml"
+        with open(os.path.join(LAB_DIR, "admin-kubeconfig.yaml"), encoding="utf-8") as handle:
+            content = handle.read()
+        tmp = target + ".tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.replace(tmp, target)
+
+    # -- the kubelet's part -------------------------------------------------------------------------
+    def node_labels(self) -> dict[str, str]:
+        labels = {
+            "kubernetes.io/hostname": self.node["name"],
+            "kubernetes.io/os": "linux",
+            "kubernetes.io/arch": self.node.get("arch", "amd64"),
+            "node.kubernetes.io/instance-type": self.flavor,
+        }
+        if self.role == "server":
+            labels["node-role.kubernetes.io/control-plane"] = "true"
+            labels["node-role.kubernetes.io/master"] = "true"
+            if self.flavor == "rke2":
+                labels["node-role.kubernetes.io/etcd"] = "true"
+        return labels
+
+    def node_info(self) -> dict[str, str]:
+        """The fields a real kubelet reports; clients validate that all are present."""
+
+        def read(path: str) -> str:
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    return handle.read().strip()
+            except OSError:
+                return ""
+
+        os_release = dict(line.split("=", 1) for line in read("/etc/os-release").splitlines() if "=" in line)
+        return {
+            "kubeletVersion": self.version,
+            "kubeProxyVersion": self.version,
+            "containerRuntimeVersion": "containerd://1.7.17-k3s1",
+            "architecture": self.node.get("arch", "amd64"),
+            "operatingSystem": "linux",
+            "kernelVersion": os.uname().release,
+            "osImage": os_release.get("PRETTY_NAME", "").strip('"'),
+            "machineID": read("/etc/machine-id"),
+            "systemUUID": read("/etc/machine-id"),
+            "bootID": read("/proc/sys/kernel/random/boot_id"),
+        }
+
+    def set_ready(self, ready: bool, reason: str) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        condition = {
+            "type": "Ready",
+            "status": "True" if ready else "False",
+            "reason": reason,
+            "message": "kubelet is posting ready status" if ready else "engine stopped",
+            "lastHeartbeatTime": now,
+            "lastTransitionTime": now,
+        }
+        status = {
+            "conditions": [condition],
+            "addresses": [
+                {"type": "InternalIP", "address": self.node["ip"]},
+                {"type": "Hostname", "address": self.node["name"]},
+            ],
+            "nodeInfo": self.node_info(),
+        }
+        self.api.call(
+            "PATCH", f"/api/v1/nodes/{self.node['name']}/status", {"status": status}, "application/merge-patch+json"
+        )
+
+    def register(self) -> None:
+        name = self.node["name"]
+        if not self.api.exists(f"/api/v1/nodes/{name}"):
+            self.api.call(
+                "POST",
+                "/api/v1/nodes",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Node",
+                    "metadata": {"name": name, "labels": self.node_labels()},
+                    "spec": {},
+                },
+            )
+        else:
+            self.api.call(
+                "PATCH",
+                f"/api/v1/nodes/{name}",
+                {"metadata": {"labels": self.node_labels()}},
+                "application/merge-patch+json",
+            )
+        self.set_ready(True, "KubeletReady")
+
+    def heartbeat_loop(self) -> None:
+        while not self.stopping.wait(HEARTBEAT_SECONDS):
+            try:
+                self.set_ready(True, "KubeletReady")
+            except (OSError, urllib.error.URLError) as exc:
+                log("error", f"failed to post node status: {exc}")
+
+    # -- the server's part --------------------------------------------------------------------------
+    def manifests_loop(self) -> None:
+        directory = f"/var/lib/rancher/{self.flavor}/server/manifests"
+        while not self.stopping.is_set():
+            for path in sorted(glob.glob(os.path.join(directory, "*"))):
+                if not path.endswith((".yaml", ".yml", ".json")) or not os.path.isfile(path):
+                    continue
+                try:
+                    digest = sha256_of(path)
+                    if self.applied.get(path) == digest:
+                        continue
+                    with open(path, encoding="utf-8") as handle:
+                        docs = [doc for doc in yaml.safe_load_all(handle) if doc]
+                    for doc in docs:
+                        self.api.apply(doc)
+                    self.applied[path] = digest
+                    log("info", f"Applied manifest {path}")
+                except (yaml.YAMLError, KeyError, TypeError, OSError, urllib.error.URLError) as exc:
+                    self.applied[path] = ""
+                    log("error", f"Failed to process manifest {path}: {exc}".replace("\n", " "))
+            self.stopping.wait(MANIFEST_SCAN_SECONDS)
+
+    def forward_api(self) -> None:
+        """Listen on :6443 like the real apiserver; bytes are relayed to the API double."""
+        target = self.api.url.split("://", 1)[1]
+        host, port = target.rsplit(":", 1)
+        listener = socket.create_server(("0.0.0.0", 6443), reuse_port=True)
+        listener.settimeout(1)
+        while not self.stopping.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            try:
+                upstream = socket.create_connection((host, int(port)), timeout=10)
+            except OSError:
+                client.close()
+                continue
+            for src, dst in ((client, upstream), (upstream, client)):
+                threading.Thread(target=relay, args=(src, dst), daemon=True).start()
+        listener.close()
+
+    # -- life cycle ---------------------------------------------------------------------------------
+    def run(self) -> int:
+        try:
+            loaded = self.load()
+        except EngineError as exc:
+            log("fatal", str(exc))
+            return 1
+        if self.role == "server":
+            self.write_admin_kubeconfig()
+            threading.Thread(target=self.forward_api, daemon=True).start()
+        self.record(loaded)
+        try:
+            self.register()
+        except (OSError, urllib.error.URLError) as exc:
+            log("fatal", f"failed to register node with the apiserver: {exc}")
+            return 1
+        threading.Thread(target=self.heartbeat_loop, daemon=True).start()
+        if self.role == "server":
+            threading.Thread(target=self.manifests_loop, daemon=True).start()
+        sd_notify("READY=1")
+        log("info", f"{self.flavor} {self.role} is up and running")
+        signal.signal(signal.SIGTERM, lambda *_: self.stopping.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stopping.set())
+        while not self.stopping.wait(3600):
+            pass
+        sd_notify("STOPPING=1")
+        try:
+            self.set_ready(False, "KubeletNotReady")
+        except (OSError, urllib.error.URLError) as exc:
+            log("error", f"failed to post NotReady: {exc}")
+        log("info", "Shutting down")
+        return 0
+
+
+def relay(src: socket.socket, dst: socket.socket) -> None:
+    try:
+        while chunk := src.recv(65536):
+            dst.sendall(chunk)
+    except OSError:
+        pass
+    finally:
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def sd_notify(message: str) -> None:
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    if address.startswith("@"):
+        address = "\0" + address[1:]
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.connect(address)
+        sock.sendall(message.encode())
+
+
+def main(argv: list[str]) -> int:
+    flavor = flavor_of(argv[0])
+    args = argv[1:]
+    if not args or args[0] in ("--version", "-v", "version"):
+        build = hashlib.sha1(engine_version(flavor).encode()).hexdigest()[:8]
+        print(f"{flavor} version {engine_version(flavor)} ({build})")
+        print(GO_VERSION[flavor])
+        return 0
+    if args[0] not in ("server", "agent"):
+        print(f"Incorrect Usage. flag provided but not defined: {args[0]}", file=sys.stderr)
+        return 1
+    return Engine(flavor, args[0]).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

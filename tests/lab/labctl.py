@@ -1,0 +1,720 @@
+"""The test bed: real hosts on one machine.
+
+Each host is a podman container with systemd as PID 1 and a real sshd (key-only login), in a network
+namespace of its own, wired by a veth into a bridge that exists only for the lab. Hosts run the
+engine stand-in (``engine/fake_engine.py``) as ``k3s``/``rke2`` under the real service names, and the
+Kubernetes API test double (``kube_double.py``) runs on the control host.
+
+    python tests/lab/labctl.py up --hosts 3 [--controllers 1] [--engine k3s|rke2] [--version V]
+    python tests/lab/labctl.py down
+
+``up`` clears whatever a crashed earlier run left, then writes ``.lab/inventory.yml`` and
+``.lab/kubeconfig``. ``down`` removes every container, namespace, link and process the lab started.
+Needs root (network namespaces) and the packages the Makefile's ``lab-deps`` target installs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import io
+import ipaddress
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+STATE = Path(os.environ.get("CARGOSHIP_LAB_STATE", REPO / ".lab"))
+CACHE = Path(os.environ.get("CARGOSHIP_LAB_CACHE", "/var/lib/cargoship-lab"))
+RUNROOT = Path("/run/cargoship-lab")
+
+PREFIX = "cslab"
+BRIDGE = "cslab0"
+SUBNET = ipaddress.ip_network("172.31.251.0/24")
+GATEWAY = str(SUBNET.network_address + 1)
+FIRST_HOST = 11
+API_PORT = 6443
+SSH_USER = "cargo"
+SSH_UID = 1000
+
+IMAGE_PACKAGES = [
+    "openssh-server",
+    "python3",
+    "python3-yaml",
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "iproute2",
+    "procps",
+    "sudo",
+    "ca-certificates",
+    "iptables",
+    "nftables",
+]
+DEBIAN_SUITE = "bookworm"
+DEBIAN_MIRROR = os.environ.get("CARGOSHIP_LAB_MIRROR", "http://deb.debian.org/debian")
+
+ENGINE_SERVICES = {
+    ("k3s", "server"): "k3s",
+    ("k3s", "agent"): "k3s-agent",
+    ("rke2", "server"): "rke2-server",
+    ("rke2", "agent"): "rke2-agent",
+}
+DEFAULT_VERSIONS = {"k3s": "v1.30.2+k3s1", "rke2": "v1.30.2+rke2r1"}
+
+# Image set-up that runs inside the debootstrapped tree. Part of the image cache key.
+IMAGE_SETUP = f"""
+set -e
+: > /etc/machine-id
+rm -f /etc/ssh/ssh_host_*
+useradd --create-home --shell /bin/bash --uid {SSH_UID} {SSH_USER}
+echo '{SSH_USER} ALL=(ALL) NOPASSWD:ALL' > /etc/sudoers.d/{SSH_USER}
+chmod 0440 /etc/sudoers.d/{SSH_USER}
+cat > /etc/ssh/sshd_config.d/lab.conf <<'EOF'
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin no
+UseDNS no
+EOF
+cat > /etc/systemd/system/lab-ssh-hostkeys.service <<'EOF'
+[Unit]
+Description=Generate SSH host keys at first boot
+Before=ssh.service
+ConditionPathExists=!/etc/ssh/ssh_host_ed25519_key
+[Service]
+Type=oneshot
+ExecStart=/usr/bin/ssh-keygen -A
+[Install]
+WantedBy=multi-user.target
+EOF
+systemctl enable lab-ssh-hostkeys.service ssh.service
+systemctl mask getty@tty1.service console-getty.service systemd-logind.service apt-daily.timer \
+    apt-daily-upgrade.timer e2scrub_all.timer fstrim.timer systemd-tmpfiles-clean.timer
+apt-get clean
+rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/*
+"""
+
+
+class LabError(RuntimeError):
+    """The lab could not be brought up or down; the message says what failed."""
+
+
+@dataclass
+class Host:
+    name: str
+    address: str
+    role: str  # "server" or "agent"
+
+    @property
+    def container(self) -> str:
+        return f"{PREFIX}-{self.name}"
+
+    @property
+    def netns(self) -> str:
+        return f"{PREFIX}-{self.name}"
+
+    @property
+    def veth(self) -> str:
+        return f"{PREFIX}v-{self.name}"[:15]
+
+
+@dataclass
+class Lab:
+    hosts: list[Host]
+    engine: str = "k3s"
+    version: str = ""
+    state: Path = STATE
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+
+    @classmethod
+    def plan(cls, hosts: int, controllers: int = 1, engine: str = "k3s", version: str = "") -> Lab:
+        if engine not in ("k3s", "rke2"):
+            raise LabError(f"ENGINE must be k3s or rke2, not {engine!r}")
+        if not 1 <= controllers <= hosts <= 200:
+            raise LabError(f"need 1 <= CONTROLLERS ({controllers}) <= HOSTS ({hosts}) <= 200")
+        members = []
+        for index in range(hosts):
+            is_controller = index < controllers
+            name = f"c{index + 1}" if is_controller else f"w{index - controllers + 1}"
+            address = str(SUBNET.network_address + FIRST_HOST + index)
+            members.append(Host(name, address, "server" if is_controller else "agent"))
+        return cls(members, engine, version or DEFAULT_VERSIONS[engine])
+
+    @property
+    def controllers(self) -> list[Host]:
+        return [h for h in self.hosts if h.role == "server"]
+
+    @property
+    def api_url(self) -> str:
+        return f"https://{GATEWAY}:{API_PORT}"
+
+
+def run(cmd: list[str], check: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(cmd, capture_output=True, text=True, **kwargs, check=False)
+    if check and result.returncode != 0:
+        raise LabError(
+            f"{' '.join(cmd)} failed ({result.returncode}): {result.stderr.strip() or result.stdout.strip()}"
+        )
+    return result
+
+
+def podman_env() -> dict[str, str]:
+    """Podman settings this kernel needs (see shared/notes/test-lab.md), in a store of the lab's own."""
+    conf_dir = CACHE / "conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    containers_conf = conf_dir / "containers.conf"
+    containers_conf.write_text(
+        '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
+        '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
+        f'events_logfile_path = "{RUNROOT}/events.log"\n'
+    )
+    storage_conf = conf_dir / "storage.conf"
+    storage_conf.write_text(
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{CACHE}/storage"\nrunroot = "{RUNROOT}/storage"\n'
+    )
+    return {**os.environ, "CONTAINERS_CONF": str(containers_conf), "CONTAINERS_STORAGE_CONF": str(storage_conf)}
+
+
+def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
+    cmd = ["podman", *args]
+    if input_bytes is not None:
+        result = subprocess.run(cmd, input=input_bytes, capture_output=True, env=podman_env(), check=False)
+        if check and result.returncode != 0:
+            raise LabError(f"{' '.join(cmd)} failed: {result.stderr.decode(errors='replace').strip()}")
+        return result
+    return run(cmd, check=check, env=podman_env())
+
+
+# -- image --------------------------------------------------------------------------------------------
+
+
+def image_name() -> str:
+    digest = hashlib.sha256((DEBIAN_SUITE + " ".join(IMAGE_PACKAGES) + IMAGE_SETUP).encode()).hexdigest()[:12]
+    return f"localhost/cargoship-lab-host:{digest}"
+
+
+def ensure_image(log=print) -> str:
+    """Build the host image with debootstrap once; later runs reuse it from the lab's store."""
+    image = image_name()
+    if podman("image", "exists", image, check=False).returncode == 0:
+        return image
+    log(f"building host image {image} (debootstrap {DEBIAN_SUITE}, about a minute)")
+    with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(IMAGE_PACKAGES)}",
+                DEBIAN_SUITE,
+                str(rootfs),
+                DEBIAN_MIRROR,
+            ],
+            timeout=900,
+        )
+        run(["chroot", str(rootfs), "/bin/sh", "-c", IMAGE_SETUP])
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imported = subprocess.run(
+            ["podman", "import", "--change", 'CMD=["/sbin/init"]', "-", image],
+            stdin=tar.stdout,
+            capture_output=True,
+            text=True,
+            env=podman_env(),
+            check=False,
+        )
+        tar.wait()
+        if imported.returncode != 0 or tar.returncode != 0:
+            raise LabError(f"podman import failed: {imported.stderr.strip()}")
+    return image
+
+
+# -- certificates -------------------------------------------------------------------------------------
+
+
+def make_certificates(lab: Lab) -> None:
+    """A CA and a serving certificate valid for the API double and every server's :6443 relay."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "cargoship-lab-ca")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    addresses = [GATEWAY, "127.0.0.1", *(h.address for h in lab.hosts)]
+    names = [x509.DNSName(n) for n in ("localhost", "kubernetes", "kubernetes.default", *(h.name for h in lab.hosts))]
+    names += [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=7))
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    (lab.state / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    (lab.state / "apiserver.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    write_private(
+        lab.state / "apiserver.key",
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
+    )
+    write_private(lab.state / "api-token", lab.token.encode())
+
+
+def write_private(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+
+
+def kubeconfig(lab: Lab, server: str) -> dict:
+    import base64
+
+    ca = base64.b64encode((lab.state / "ca.crt").read_bytes()).decode()
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": "default", "cluster": {"server": server, "certificate-authority-data": ca}}],
+        "users": [{"name": "default", "user": {"token": lab.token}}],
+        "contexts": [{"name": "default", "context": {"cluster": "default", "user": "default"}}],
+        "current-context": "default",
+    }
+
+
+# -- network ------------------------------------------------------------------------------------------
+
+
+def network_up(lab: Lab) -> None:
+    run(["ip", "link", "add", BRIDGE, "type", "bridge"])
+    run(["ip", "addr", "add", f"{GATEWAY}/{SUBNET.prefixlen}", "dev", BRIDGE])
+    run(["ip", "link", "set", BRIDGE, "up"])
+    for host in lab.hosts:
+        run(["ip", "netns", "add", host.netns])
+        run(["ip", "link", "add", host.veth, "type", "veth", "peer", "name", "eth0", "netns", host.netns])
+        run(["ip", "link", "set", host.veth, "master", BRIDGE, "up"])
+        inside = ["ip", "netns", "exec", host.netns]
+        run([*inside, "ip", "addr", "add", f"{host.address}/{SUBNET.prefixlen}", "dev", "eth0"])
+        run([*inside, "ip", "link", "set", "eth0", "up"])
+        run([*inside, "ip", "link", "set", "lo", "up"])
+        run([*inside, "ip", "route", "add", "default", "via", GATEWAY])
+
+
+# -- hosts --------------------------------------------------------------------------------------------
+
+
+def host_files(lab: Lab, host: Host, public_key: str) -> bytes:
+    """Everything a host gets on top of the image, as a tar stream for ``podman cp``."""
+    flavor, role = lab.engine, host.role
+    service = ENGINE_SERVICES[(flavor, role)]
+    binary = f"/usr/local/bin/{flavor}"
+    engine_src = (HERE / "engine" / "fake_engine.py").read_text()
+    unit = (HERE / "engine" / "engine.service.in").read_text()
+    killall = (HERE / "engine" / "killall.sh.in").read_text()
+    for placeholder, value in (("@SERVICE@", service), ("@FLAVOR@", flavor), ("@ROLE@", role), ("@BINARY@", binary)):
+        unit, killall = unit.replace(placeholder, value), killall.replace(placeholder, value)
+    first_server = lab.controllers[0]
+    config: dict = {"node-name": host.name, "node-ip": host.address, "token": lab.token[:12]}
+    if role == "server":
+        config["write-kubeconfig-mode"] = "0600"
+        config["tls-san"] = [host.address]
+    else:
+        port = 9345 if flavor == "rke2" else API_PORT
+        config["server"] = f"https://{first_server.address}:{port}"
+    files: list[tuple[str, bytes, int, int]] = [
+        (f"/home/{SSH_USER}/.ssh/authorized_keys", public_key.encode(), 0o600, SSH_UID),
+        (binary, engine_src.encode(), 0o755, 0),
+        (f"/usr/local/bin/{flavor}-killall.sh", killall.encode(), 0o755, 0),
+        (f"/etc/systemd/system/{service}.service", unit.encode(), 0o644, 0),
+        (f"/etc/rancher/{flavor}/config.yaml", yaml.safe_dump(config).encode(), 0o600, 0),
+        ("/etc/cargoship-lab/engine-version", (lab.version + "\n").encode(), 0o644, 0),
+        (
+            "/etc/cargoship-lab/node.json",
+            json.dumps({"name": host.name, "ip": host.address, "arch": "amd64"}).encode(),
+            0o644,
+            0,
+        ),
+        ("/etc/cargoship-lab/api.json", json.dumps({"url": lab.api_url, "token": lab.token}).encode(), 0o600, 0),
+        ("/etc/cargoship-lab/ca.crt", (lab.state / "ca.crt").read_bytes(), 0o644, 0),
+    ]
+    if role == "server":
+        admin = yaml.safe_dump(kubeconfig(lab, f"https://127.0.0.1:{API_PORT}")).encode()
+        files.append(("/etc/cargoship-lab/admin-kubeconfig.yaml", admin, 0o600, 0))
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        directories = (
+            {f"/home/{SSH_USER}/.ssh": (0o700, SSH_UID), f"/var/lib/rancher/{flavor}/server/manifests": (0o700, 0)}
+            if role == "server"
+            else {f"/home/{SSH_USER}/.ssh": (0o700, SSH_UID)}
+        )
+        for path, (mode, uid) in directories.items():
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.type, info.mode, info.uid, info.gid, info.mtime = tarfile.DIRTYPE, mode, uid, uid, int(time.time())
+            tar.addfile(info)
+        for path, data, mode, uid in files:
+            info = tarfile.TarInfo(path.lstrip("/"))
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), mode, uid, uid, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        wants = tarfile.TarInfo(f"etc/systemd/system/multi-user.target.wants/{service}.service")
+        wants.type, wants.linkname = tarfile.SYMTYPE, f"/etc/systemd/system/{service}.service"
+        tar.addfile(wants)
+    return buffer.getvalue()
+
+
+def start_hosts(lab: Lab, image: str, public_key: str) -> None:
+    add_hosts = [f"--add-host={h.name}:{h.address}" for h in lab.hosts]
+    for host in lab.hosts:
+        podman(
+            "create",
+            "--name",
+            host.container,
+            "--hostname",
+            host.name,
+            "--network",
+            f"ns:/run/netns/{host.netns}",
+            "--systemd=always",
+            "--dns",
+            "127.0.0.1",
+            *add_hosts,
+            "--cap-add",
+            "NET_ADMIN,NET_RAW,AUDIT_WRITE",
+            "--label",
+            "cargoship-lab=1",
+            image,
+        )
+        podman("cp", "--archive=false", "-", f"{host.container}:/", input_bytes=host_files(lab, host, public_key))
+        podman("start", host.container)
+
+
+def wait_for_ssh(lab: Lab, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    pending = {h.address: h for h in lab.hosts}
+    lines: list[str] = []
+    while pending:
+        if time.monotonic() > deadline:
+            raise LabError(f"hosts without sshd after {timeout}s: {', '.join(h.name for h in pending.values())}")
+        result = run(["ssh-keyscan", "-T", "2", "-t", "ed25519", *pending], check=False)
+        for line in result.stdout.splitlines():
+            address = line.split()[0]
+            if address in pending:
+                host = pending.pop(address)
+                key = line.split(None, 1)[1]
+                lines += [f"{host.address} {key}", f"{host.name} {key}"]
+        if pending:
+            time.sleep(0.5)
+    (lab.state / "known_hosts").write_text("\n".join(lines) + "\n")
+
+
+def write_inventory(lab: Lab) -> None:
+    ssh_args = f"-o UserKnownHostsFile={lab.state / 'known_hosts'} -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes"
+    inventory = {
+        "all": {
+            "vars": {
+                "ansible_user": SSH_USER,
+                "ansible_ssh_private_key_file": str(lab.state / "id_ed25519"),
+                "ansible_ssh_common_args": ssh_args,
+                "ansible_python_interpreter": "/usr/bin/python3",
+                "cargoship_engine": lab.engine,
+            },
+            "children": {
+                "controllers": {
+                    "hosts": {h.name: {"ansible_host": h.address} for h in lab.hosts if h.role == "server"}
+                },
+                "workers": {"hosts": {h.name: {"ansible_host": h.address} for h in lab.hosts if h.role == "agent"}},
+            },
+        }
+    }
+    (lab.state / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
+    write_private(lab.state / "kubeconfig", yaml.safe_dump(kubeconfig(lab, lab.api_url)).encode())
+    (lab.state / "lab.json").write_text(
+        json.dumps(
+            {
+                "engine": lab.engine,
+                "version": lab.version,
+                "hosts": [{"name": h.name, "address": h.address, "role": h.role} for h in lab.hosts],
+            },
+            indent=2,
+        )
+    )
+
+
+def start_api_double(lab: Lab) -> None:
+    log = open(lab.state / "kube-double.log", "ab")
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(HERE / "kube_double.py"),
+            "--listen",
+            f"{GATEWAY}:{API_PORT}",
+            "--cert",
+            str(lab.state / "apiserver.crt"),
+            "--key",
+            str(lab.state / "apiserver.key"),
+            "--token-file",
+            str(lab.state / "api-token"),
+        ],
+        stdout=log,
+        stderr=log,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    (lab.state / "kube-double.pid").write_text(str(process.pid))
+    import ssl
+
+    context = ssl.create_default_context(cafile=str(lab.state / "ca.crt"))
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            with urllib.request.urlopen(f"{lab.api_url}/healthz", context=context, timeout=2):
+                return
+        except OSError as exc:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise LabError(
+                    f"Kubernetes API double did not start: {exc}; see {lab.state / 'kube-double.log'}"
+                ) from exc
+            time.sleep(0.2)
+
+
+def seed_workloads(lab: Lab) -> None:
+    """A DaemonSet and a replicated app, so that nodes carry the kinds of pods a drain meets."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(str(lab.state / "kubeconfig"))
+    apps = client.AppsV1Api(api_client)
+    apps.create_namespaced_daemon_set(
+        "kube-system",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": "node-agent"},
+            "spec": {
+                "selector": {"matchLabels": {"app": "node-agent"}},
+                "template": {
+                    "metadata": {"labels": {"app": "node-agent"}},
+                    "spec": {"containers": [{"name": "agent", "image": "busybox"}]},
+                },
+            },
+        },
+    )
+    apps.create_namespaced_replica_set(
+        "default",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": "web"},
+            "spec": {
+                "replicas": len(lab.hosts),
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                },
+            },
+        },
+    )
+
+
+def wait_for_nodes(lab: Lab, timeout: float = 60) -> None:
+    from kubernetes import client, config
+
+    core = client.CoreV1Api(config.new_client_from_config(str(lab.state / "kubeconfig")))
+    deadline = time.monotonic() + timeout
+    wanted = {h.name for h in lab.hosts}
+    while True:
+        ready = {
+            n.metadata.name
+            for n in core.list_node().items
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        }
+        if wanted <= ready:
+            return
+        if time.monotonic() > deadline:
+            raise LabError(f"nodes not Ready after {timeout}s: {', '.join(sorted(wanted - ready))}")
+        time.sleep(0.5)
+
+
+# -- life cycle ---------------------------------------------------------------------------------------
+
+
+def up(hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "", log=print) -> Lab:
+    lab = Lab.plan(hosts, controllers, engine, version)
+    down(log=lambda _msg: None)
+    started = time.monotonic()
+    RUNROOT.mkdir(parents=True, exist_ok=True)
+    image = ensure_image(log)
+    lab.state.mkdir(parents=True, exist_ok=True)
+    try:
+        key = lab.state / "id_ed25519"
+        run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cargoship-lab", "-f", str(key)])
+        make_certificates(lab)
+        network_up(lab)
+        start_api_double(lab)
+        start_hosts(lab, image, (lab.state / "id_ed25519.pub").read_text())
+        wait_for_ssh(lab)
+        write_inventory(lab)
+        wait_for_nodes(lab)
+        seed_workloads(lab)
+    except BaseException:
+        down(log=lambda _msg: None)
+        raise
+    log(
+        f"lab up: {len(lab.hosts)} {engine} hosts ({len(lab.controllers)} controllers) in "
+        f"{time.monotonic() - started:.1f}s; inventory {lab.state / 'inventory.yml'}"
+    )
+    return lab
+
+
+def load() -> Lab:
+    data = json.loads((STATE / "lab.json").read_text())
+    lab = Lab([Host(h["name"], h["address"], h["role"]) for h in data["hosts"]], data["engine"], data["version"])
+    lab.token = (STATE / "api-token").read_text().strip()
+    return lab
+
+
+def down(log=print) -> None:
+    """Remove every trace of a lab, also one a crashed run left half built. Safe to run twice."""
+    # SSH connections into the lab (ansible's ControlPersist masters among them) go first.
+    for pid in ssh_clients_of_lab():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    if shutil.which("podman"):
+        names = podman(
+            "ps", "-a", "--filter", "label=cargoship-lab=1", "--format", "{{.Names}}", check=False
+        ).stdout.split()
+        if names:
+            podman("rm", "-f", "-t", "0", *names, check=False)
+    pid_file = STATE / "kube-double.pid"
+    if pid_file.exists():
+        try:
+            os.killpg(int(pid_file.read_text()), signal.SIGTERM)
+        except (ProcessLookupError, ValueError):
+            pass
+        pid_file.unlink()
+    # Also an API double whose pid file a crashed run never wrote or already lost.
+    run(["pkill", "-f", "kube_double.py --listen"], check=False)
+    for ns in run(["ip", "netns", "list"], check=False).stdout.splitlines():
+        name = ns.split()[0] if ns.strip() else ""
+        if not name.startswith(f"{PREFIX}-"):
+            continue
+        for pid in run(["ip", "netns", "pids", name], check=False).stdout.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run(["ip", "netns", "del", name], check=False)
+    for line in run(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith(f"{PREFIX}v-") or name == BRIDGE:
+            run(["ip", "link", "del", name], check=False)
+    for leftover in (
+        "inventory.yml",
+        "kubeconfig",
+        "lab.json",
+        "known_hosts",
+        "id_ed25519",
+        "id_ed25519.pub",
+        "api-token",
+        "apiserver.key",
+        "apiserver.crt",
+        "ca.crt",
+    ):
+        (STATE / leftover).unlink(missing_ok=True)
+    deadline = time.monotonic() + 10
+    while (left := traces()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        raise LabError("lab down left: " + "; ".join(left))
+    log("lab down: no lab containers, namespaces, links or processes left")
+
+
+def ssh_clients_of_lab() -> set[int]:
+    """PIDs of processes holding TCP connections into the lab subnet (ssh masters, mostly)."""
+    out = run(["ss", "-Htnp", "dst", str(SUBNET)], check=False).stdout
+    return {int(pid) for pid in re.findall(r"pid=(\d+)", out) if int(pid) != os.getpid()}
+
+
+def traces() -> list[str]:
+    """Everything of a lab still present on this machine, described; empty when clean."""
+    found = []
+    if shutil.which("podman"):
+        names = podman(
+            "ps", "-a", "--filter", "label=cargoship-lab=1", "--format", "{{.Names}}", check=False
+        ).stdout.split()
+        found += [f"container {n}" for n in names]
+    found += [
+        f"network namespace {line.split()[0]}"
+        for line in run(["ip", "netns", "list"], check=False).stdout.splitlines()
+        if line.startswith(f"{PREFIX}-")
+    ]
+    for line in run(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith(f"{PREFIX}v-") or name == BRIDGE:
+            found.append(f"link {name}")
+    double = run(["pgrep", "-f", "kube_double.py --listen"], check=False).stdout.split()
+    found += [f"API double process {pid}" for pid in double]
+    found += [f"process {pid} connected into {SUBNET}" for pid in sorted(ssh_clients_of_lab())]
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="cargoship test bed")
+    sub = parser.add_subparsers(dest="command", required=True)
+    up_cmd = sub.add_parser("up", help="start N hosts")
+    up_cmd.add_argument("--hosts", type=int, default=3)
+    up_cmd.add_argument("--controllers", type=int, default=1)
+    up_cmd.add_argument("--engine", default="k3s")
+    up_cmd.add_argument("--version", default="")
+    sub.add_parser("down", help="remove every trace of the lab")
+    sub.add_parser("image", help="build the host image (cached)")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("labctl: the lab needs root (network namespaces, podman as root)", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "up":
+            up(args.hosts, args.controllers, args.engine, args.version)
+        elif args.command == "image":
+            RUNROOT.mkdir(parents=True, exist_ok=True)
+            print(ensure_image())
+        else:
+            down()
+    except LabError as exc:
+        print(f"labctl: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

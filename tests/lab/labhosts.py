@@ -1,0 +1,118 @@
+"""Test-side handle on the lab: bring it up in the shape a test needs and talk to its hosts."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import time
+from dataclasses import dataclass
+
+import labctl
+from kubernetes import client, config
+
+
+@dataclass(frozen=True)
+class Shape:
+    hosts: int
+    controllers: int
+    engine: str
+    version: str = ""
+
+
+class RunningLab:
+    def __init__(self, lab: labctl.Lab, shape: Shape):
+        self.lab = lab
+        self.shape = shape
+        self.state = lab.state
+        self.inventory = lab.state / "inventory.yml"
+        self.kubeconfig = lab.state / "kubeconfig"
+        self.engine = lab.engine
+        self.hosts = {h.name: h for h in lab.hosts}
+        self.controllers = [h.name for h in lab.hosts if h.role == "server"]
+        self.workers = [h.name for h in lab.hosts if h.role == "agent"]
+        api_client = config.new_client_from_config(str(self.kubeconfig))
+        self.core = client.CoreV1Api(api_client)
+        self.policy = client.PolicyV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+
+    # -- hosts --------------------------------------------------------------------------------------
+    def ssh_command(self, name: str, command: str, sudo: bool = True) -> list[str]:
+        host = self.hosts[name]
+        remote = f"sudo sh -c {shlex.quote(command)}" if sudo else command
+        return [
+            "ssh",
+            "-i",
+            str(self.state / "id_ed25519"),
+            "-o",
+            f"UserKnownHostsFile={self.state / 'known_hosts'}",
+            "-o",
+            "StrictHostKeyChecking=yes",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=5",
+            f"{labctl.SSH_USER}@{host.address}",
+            remote,
+        ]
+
+    def sh(self, name: str, command: str, check: bool = True, sudo: bool = True, timeout: float = 60):
+        result = subprocess.run(
+            self.ssh_command(name, command, sudo), capture_output=True, text=True, timeout=timeout, check=False
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"{name}: {command!r} exited {result.returncode}: {result.stderr}{result.stdout}")
+        return result
+
+    def service(self, name: str) -> str:
+        return labctl.ENGINE_SERVICES[(self.engine, self.hosts[name].role)]
+
+    def loaded(self, name: str) -> dict:
+        """What the engine stand-in on a host loaded at its last successful start."""
+        return json.loads(self.sh(name, f"cat /var/lib/rancher/{self.engine}/lab/loaded.json").stdout)
+
+    def starts(self, name: str) -> int:
+        out = self.sh(name, f"cat /var/lib/rancher/{self.engine}/lab/starts.log").stdout
+        return len(out.splitlines())
+
+    # -- the API ------------------------------------------------------------------------------------
+    def node_ready(self, name: str) -> str:
+        node = self.core.read_node(name)
+        return next((c.status for c in node.status.conditions or [] if c.type == "Ready"), "Unknown")
+
+    def wait_node(self, name: str, status: str, timeout: float = 30) -> None:
+        deadline = time.monotonic() + timeout
+        while self.node_ready(name) != status:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"node {name} not Ready={status} after {timeout}s")
+            time.sleep(0.3)
+
+    def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        result = subprocess.run(
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}")
+        return result
+
+
+class LabManager:
+    """One lab at a time for the whole test session; re-created only when a test needs another shape."""
+
+    def __init__(self) -> None:
+        self.current: RunningLab | None = None
+
+    def get(self, hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "") -> RunningLab:
+        shape = Shape(hosts, controllers, engine, version)
+        if self.current is None or self.current.shape != shape:
+            self.teardown()
+            self.current = RunningLab(labctl.up(hosts, controllers, engine, version), shape)
+        return self.current
+
+    def teardown(self) -> None:
+        self.current = None
+        labctl.down(log=lambda _msg: None)
