@@ -362,26 +362,42 @@ class Store:
             if selector_matches(pdb["spec"].get("selector"), p["metadata"].get("labels") or {})
         ]
         healthy = sum(1 for p in pods if pod_ready(p))
+        expected = self.expected_pods(namespace, pods)
         spec = pdb["spec"]
 
         def resolve(value: object) -> int:
             if isinstance(value, str) and value.endswith("%"):
-                return -(-int(value[:-1]) * len(pods) // 100)
+                return -(-int(value[:-1]) * expected // 100)
             return int(value)
 
         if "minAvailable" in spec:
             desired = resolve(spec["minAvailable"])
         elif "maxUnavailable" in spec:
-            desired = max(0, len(pods) - resolve(spec["maxUnavailable"]))
+            desired = max(0, expected - resolve(spec["maxUnavailable"]))
         else:
-            desired = len(pods)
+            desired = expected
         return {
             "currentHealthy": healthy,
             "desiredHealthy": desired,
-            "expectedPods": len(pods),
+            "expectedPods": expected,
             "disruptionsAllowed": max(0, healthy - desired),
             "observedGeneration": 1,
         }
+
+    def expected_pods(self, namespace: str, pods: list[dict]) -> int:
+        """Like the disruption controller: a ReplicaSet's pods count as its replica count, so a pod
+        already evicted (and not yet replaced) still counts as expected but not as healthy."""
+        expected, counted = 0, set()
+        for pod in pods:
+            owner = next((o for o in pod["metadata"].get("ownerReferences", []) if o.get("controller")), None)
+            key = ("apps", "replicasets", namespace, owner["name"]) if owner and owner["kind"] == "ReplicaSet" else None
+            if key and key in self.objects:
+                if key not in counted:
+                    counted.add(key)
+                    expected += int(self.objects[key].get("spec", {}).get("replicas", 1))
+            else:
+                expected += 1
+        return expected
 
     def evict(self, namespace: str, name: str) -> None:
         pods = BY_PATH[("", "v1", "pods")]

@@ -1,0 +1,151 @@
+"""The API double must agree with the real API where cargoship relies on it."""
+
+from __future__ import annotations
+
+import kube_double as kd
+import pytest
+
+
+@pytest.fixture
+def store():
+    return kd.Store()
+
+
+def pods():
+    return kd.BY_PATH[("", "v1", "pods")]
+
+
+def pdbs():
+    return kd.BY_PATH[("policy", "v1", "poddisruptionbudgets")]
+
+
+def add_pod(store, name, node, app="web", ready=True, owner=None):
+    meta = {"name": name, "labels": {"app": app}}
+    if owner:
+        meta["ownerReferences"] = [{"kind": owner["kind"], "name": owner["metadata"]["name"], "controller": True}]
+    store.create(pods(), "default", {"metadata": meta, "spec": {"nodeName": node}})
+    if not ready:
+        store.patch(pods(), "default", name, {"status": {"phase": "Pending"}}, "application/merge-patch+json")
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "expected"),
+    [
+        ("app=web", {"app": "web"}, True),
+        ("app=web", {"app": "db"}, False),
+        ("app!=web", {"app": "db"}, True),
+        ("tier", {"tier": "x"}, True),
+        ("!tier", {"tier": "x"}, False),
+        ("app in (web,db),tier", {"app": "db", "tier": "1"}, True),
+        ("app notin (web)", {"app": "web"}, False),
+    ],
+)
+def test_label_selectors(selector, labels, expected):
+    assert kd.labels_match(labels, kd.parse_label_selector(selector)) is expected
+
+
+def test_field_selector_by_node_name(store):
+    add_pod(store, "a", "n1")
+    add_pod(store, "b", "n2")
+    found = store.list(pods(), None, fields="spec.nodeName=n1")
+    assert [p["metadata"]["name"] for p in found] == ["a"]
+
+
+def test_merge_patch_null_removes_and_nested_merges():
+    assert kd.merge_patch({"spec": {"unschedulable": True, "x": 1}}, {"spec": {"unschedulable": None}}) == {
+        "spec": {"x": 1}
+    }
+
+
+def test_json_patch_add_and_remove():
+    doc = {"metadata": {"labels": {"a": "1"}}}
+    doc = kd.json_patch(doc, [{"op": "add", "path": "/metadata/labels/b~1c", "value": "2"}])
+    doc = kd.json_patch(doc, [{"op": "remove", "path": "/metadata/labels/a"}])
+    assert doc == {"metadata": {"labels": {"b/c": "2"}}}
+
+
+def test_eviction_refused_with_429_while_budget_allows_no_disruption(store):
+    for index in range(3):
+        add_pod(store, f"web-{index}", f"n{index}")
+    store.create(
+        pdbs(),
+        "default",
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": 3, "selector": {"matchLabels": {"app": "web"}}}},
+    )
+    with pytest.raises(kd.ApiError) as refused:
+        store.evict("default", "web-0")
+    assert refused.value.code == 429
+    assert refused.value.details["causes"][0]["reason"] == "DisruptionBudget"
+    assert store.get(pods(), "default", "web-0")
+
+
+def test_eviction_allowed_within_budget_deletes_the_pod(store):
+    rs = store.create(
+        kd.BY_PATH[("apps", "v1", "replicasets")], "default", {"metadata": {"name": "web"}, "spec": {"replicas": 3}}
+    )
+    for index in range(3):
+        add_pod(store, f"web-{index}", f"n{index}", owner=rs)
+    store.create(
+        pdbs(),
+        "default",
+        {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
+    )
+    store.evict("default", "web-0")
+    with pytest.raises(kd.ApiError) as gone:
+        store.get(pods(), "default", "web-0")
+    assert gone.value.code == 404
+    # One already gone and not yet replaced: a second disruption would exceed maxUnavailable=1.
+    with pytest.raises(kd.ApiError):
+        store.evict("default", "web-1")
+
+
+def test_percentage_budget_rounds_up_like_the_disruption_controller(store):
+    for index in range(3):
+        add_pod(store, f"web-{index}", f"n{index}")
+    pdb = store.create(
+        pdbs(),
+        "default",
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": "50%", "selector": {"matchLabels": {"app": "web"}}}},
+    )
+    status = store.pdb_status(pdb)
+    assert (status["desiredHealthy"], status["currentHealthy"], status["disruptionsAllowed"]) == (2, 3, 1)
+
+
+def test_unready_pod_may_always_be_evicted(store):
+    add_pod(store, "web-0", "n0", ready=False)
+    store.create(
+        pdbs(),
+        "default",
+        {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
+    )
+    store.evict("default", "web-0")
+    assert store.list(pods(), "default") == []
+
+
+def test_replicaset_replaces_evicted_pod_on_a_schedulable_ready_node(store):
+    nodes = kd.BY_PATH[("", "v1", "nodes")]
+    for name, cordoned in (("n1", True), ("n2", False)):
+        store.create(
+            nodes,
+            "",
+            {
+                "metadata": {"name": name},
+                "spec": {"unschedulable": cordoned},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+            },
+        )
+    rs = kd.BY_PATH[("apps", "v1", "replicasets")]
+    store.create(rs, "default", {"metadata": {"name": "web"}, "spec": {"replicas": 2, "template": {}}})
+    store.reconcile()
+    placed = [p["spec"]["nodeName"] for p in store.list(pods(), "default")]
+    assert placed == ["n2", "n2"]
+
+
+def test_node_without_heartbeat_turns_unknown(store, monkeypatch):
+    nodes = kd.BY_PATH[("", "v1", "nodes")]
+    store.create(
+        nodes, "", {"metadata": {"name": "n1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    )
+    store.heartbeats["n1"] -= kd.NODE_GRACE_SECONDS + 1
+    store.reconcile()
+    assert kd.node_ready(store.get(nodes, "", "n1")) is False
