@@ -229,10 +229,17 @@ def load_config(flavor: str, role: str) -> tuple[dict, dict[str, str]]:
         if not isinstance(data, dict):
             raise EngineError(f"failed to parse config file {path}: top level is not a mapping")
         for key, value in data.items():
-            if key not in allowed:
-                log("warning", f"Unknown flag --{key} found in config.yaml, skipping")
+            # "key+" appends to the list a previous file set instead of replacing it, as in k3s.
+            name = key[:-1] if key.endswith("+") else key
+            if name not in allowed:
+                log("warning", f"Unknown flag --{name} found in config.yaml, skipping")
                 continue
-            merged[key] = value
+            if key.endswith("+"):
+                previous = merged.get(name, [])
+                previous = [previous] if isinstance(previous, str) else list(previous)
+                merged[name] = previous + ([value] if isinstance(value, str) else list(value))
+            else:
+                merged[name] = value
     return merged, hashes
 
 

@@ -1,0 +1,84 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: report
+type: aggregate
+short_description: The cargoship run report, for every entry point alike
+version_added: 0.1.0
+description:
+  - At the end of a cargoship playbook, prints every phase of the operation in order with its
+    dry-run label, its status (ran, would run, nothing to do, unassessed, skipped, failed) and what
+    it changed or would change on which host.
+  - Writes the same report as JSON when O(report_json) is set.
+requirements:
+  - enable in ansible.cfg (C(callbacks_enabled = cargoship.engine.report)) or with ANSIBLE_CALLBACKS_ENABLED
+options:
+  report_json:
+    description: File to write the report to, as JSON.
+    type: path
+    env:
+      - name: CARGOSHIP_REPORT_JSON
+    ini:
+      - section: cargoship
+        key: report_json
+  operation:
+    description: The operation the playbook runs.
+    type: str
+    default: engine-config-sync
+    env:
+      - name: CARGOSHIP_OPERATION
+"""
+
+import json
+import os
+
+from ansible import context
+from ansible.plugins.callback import CallbackBase
+
+from ansible_collections.cargoship.engine.plugins.module_utils._report import RunReport, render_text
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "cargoship.engine.report"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self):
+        super().__init__()
+        self.report: RunReport | None = None
+
+    def v2_playbook_on_start(self, playbook):
+        self.report = RunReport(self.get_option("operation"), bool(context.CLIARGS.get("check")))
+
+    def _feed(self, result, status):
+        if self.report is None:
+            return
+        data = result._result
+        if status == "ok" and data.get("changed"):
+            status = "changed"
+        self.report.result(result._host.get_name(), result._task.name or result._task.action, data, status)
+
+    def v2_runner_on_ok(self, result):
+        self._feed(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False):
+        if not ignore_errors:
+            self._feed(result, "failed")
+
+    def v2_runner_on_unreachable(self, result):
+        self._feed(result, "unreachable")
+
+    def v2_playbook_on_stats(self, stats):
+        if self.report is None:
+            return
+        report = self.report.as_dict()
+        self._display.display("\n" + render_text(report))
+        path = self.get_option("report_json")
+        if path:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(report, handle, indent=2)

@@ -1,0 +1,230 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The desired engine configuration: validating it and rendering the files each node should have.
+
+Shared by the input validation that runs on the controller before any host is contacted and by the
+``engine_config`` module that compares and writes the files on each host, so both agree exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+
+ENGINES = ("k3s", "rke2")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+MASK = "********"
+
+# What may appear under cargoship_registries (the engine's own registries.yaml schema).
+REGISTRY_SCHEMA = {
+    "mirrors": ("map", {"endpoint": ("list", "str"), "rewrite": ("map", "str")}),
+    "configs": (
+        "map",
+        {
+            "auth": ("dict", {"username": "str", "password": "secret", "auth": "secret", "identitytoken": "secret", "token": "secret"}),
+            "tls": ("dict", {"ca_file": "str", "cert_file": "str", "key_file": "str", "insecure_skip_verify": "bool"}),
+        },
+    ),
+}
+CHART_SCHEMA = {"namespace": "str", "values": "any"}
+
+
+class InputError(ValueError):
+    """Desired state that cannot be applied; the message names the key path."""
+
+
+def engine_paths(engine: str) -> dict[str, str]:
+    etc, lib = f"/etc/rancher/{engine}", f"/var/lib/rancher/{engine}"
+    return {
+        "config_dropin": f"{etc}/config.yaml.d/90-cargoship.yaml",
+        "registries": f"{etc}/registries.yaml",
+        "audit_policy": f"{lib}/server/cargoship-audit-policy.yaml",
+        "audit_log": f"{lib}/server/logs/audit.log",
+        "pod_security": f"{lib}/server/cargoship-pod-security.yaml",
+        "manifests": f"{lib}/server/manifests",
+        "admin_kubeconfig": f"{etc}/{engine}.yaml",
+        "allowed_roots": (etc, f"{lib}/server"),
+    }
+
+
+def service_name(engine: str, node_role: str) -> str:
+    return {("k3s", "server"): "k3s", ("k3s", "agent"): "k3s-agent", ("rke2", "server"): "rke2-server", ("rke2", "agent"): "rke2-agent"}[
+        (engine, node_role)
+    ]
+
+
+def _path(parent: str, key: object) -> str:
+    return f'{parent}["{key}"]' if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)) else f"{parent}.{key}"
+
+
+def _check(value: object, spec: object, where: str) -> None:
+    if spec == "any":
+        return
+    if spec in ("str", "secret"):
+        if not isinstance(value, str):
+            raise InputError(f"{where}: expected a string, got {type(value).__name__}")
+        return
+    if spec == "bool":
+        if not isinstance(value, bool):
+            raise InputError(f"{where}: expected true or false, got {type(value).__name__}")
+        return
+    kind, inner = spec  # type: ignore[misc]
+    if kind == "list":
+        if not isinstance(value, list):
+            raise InputError(f"{where}: expected a list, got {type(value).__name__}")
+        for index, item in enumerate(value):
+            _check(item, inner, f"{where}[{index}]")
+    elif kind == "map":
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected a mapping, got {type(value).__name__}")
+        for key, item in value.items():
+            if not isinstance(key, str) or not key:
+                raise InputError(f"{where}: keys must be non-empty strings")
+            _check(item, ("dict", inner) if isinstance(inner, dict) else inner, _path(where, key))
+    elif kind == "dict":
+        if not isinstance(value, dict):
+            raise InputError(f"{where}: expected a mapping, got {type(value).__name__}")
+        for key, item in value.items():
+            if key not in inner:
+                hint = _closest(str(key), inner)
+                raise InputError(f"{_path(where, key)}: unknown key" + (f" (did you mean '{hint}'?)" if hint else "") + f"; allowed: {', '.join(sorted(inner))}")
+            _check(item, inner[key], _path(where, key))
+
+
+def _closest(key: str, options: dict) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def validate(state: dict) -> dict:
+    """Check every input key; return the normalised state. Raises InputError naming the key path."""
+    allowed = {
+        "engine": "cargoship_engine",
+        "registries": "cargoship_registries",
+        "audit_policy": "cargoship_audit_policy",
+        "pod_security": "cargoship_pod_security",
+        "chart_values": "cargoship_chart_values",
+    }
+    for key in state:
+        if key not in allowed:
+            raise InputError(f"unknown desired-state key {key}")
+    engine = state.get("engine")
+    if engine not in ENGINES:
+        raise InputError(f"cargoship_engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+    registries = state.get("registries")
+    if registries is not None:
+        _check(registries, ("dict", REGISTRY_SCHEMA), "cargoship_registries")
+        for name, mirror in (registries.get("mirrors") or {}).items():
+            for index, endpoint in enumerate(mirror.get("endpoint") or []):
+                if not re.match(r"^https?://[^\s/]+", endpoint):
+                    raise InputError(f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an http(s) URL: {endpoint!r}')
+    for key in ("audit_policy", "pod_security"):
+        document = state.get(key)
+        if document is None:
+            continue
+        where = allowed[key]
+        if not isinstance(document, dict):
+            raise InputError(f"{where}: expected a mapping (the YAML document itself), got {type(document).__name__}")
+        kind, api_prefix = ("Policy", "audit.k8s.io/") if key == "audit_policy" else ("AdmissionConfiguration", "apiserver.")
+        if document.get("kind") != kind or not str(document.get("apiVersion", "")).startswith(api_prefix):
+            raise InputError(f"{where}: must be a {kind} ({api_prefix}…), got kind={document.get('kind')!r} apiVersion={document.get('apiVersion')!r}")
+        if key == "audit_policy" and not isinstance(document.get("rules"), list):
+            raise InputError(f"{where}.rules: expected a list of audit rules")
+    charts = state.get("chart_values")
+    if charts is not None:
+        if not isinstance(charts, dict):
+            raise InputError(f"cargoship_chart_values: expected a mapping of chart name to settings, got {type(charts).__name__}")
+        seen: dict[str, str] = {}
+        for name, settings in charts.items():
+            where = _path("cargoship_chart_values", name)
+            if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+                raise InputError(f"{where}: chart name must be a DNS-1123 name (lower case, digits, '-', '.'), which also keeps it inside the manifests directory")
+            _check(settings, ("dict", CHART_SCHEMA), where)
+            if "values" not in settings:
+                raise InputError(f"{where}.values: required")
+            namespace = settings.get("namespace", "kube-system")
+            if not DNS_LABEL.match(namespace):
+                raise InputError(f"{where}.namespace: not a valid namespace name: {namespace!r}")
+            file_name = chart_file_name(name, namespace)
+            if file_name in seen:
+                raise InputError(f"{where}: its manifest file {file_name} collides with chart {seen[file_name]!r} in the manifests directory")
+            seen[file_name] = name
+    return {k: state.get(k) for k in allowed}
+
+
+def chart_file_name(name: str, namespace: str) -> str:
+    return f"cargoship-{namespace}-{name}.yaml" if namespace != "kube-system" else f"cargoship-{name}.yaml"
+
+
+def secrets_of(state: dict) -> list[str]:
+    """Every secret value in the desired state, longest first so masking never leaves a tail."""
+    found = []
+    for config in ((state.get("registries") or {}).get("configs") or {}).values():
+        for key, value in (config.get("auth") or {}).items():
+            if REGISTRY_SCHEMA["configs"][1]["auth"][1].get(key) == "secret" and value:
+                found.append(str(value))
+    return sorted(set(found), key=len, reverse=True)
+
+
+def mask(text: str, secrets: list[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+def _yaml(document: object) -> str:
+    """Deterministic YAML without needing PyYAML on the host: JSON is valid YAML 1.2."""
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+
+def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
+    """The files a node should have: [{path, content, restart, kind}] in a stable order.
+
+    ``restart``: the engine reads the file only at start, so a change needs an engine restart.
+    Audit and pod-security files exist on servers only; chart values are written once per cluster.
+    """
+    engine = state["engine"]
+    paths = engine_paths(engine)
+    files = []
+    if state.get("registries") is not None:
+        files.append({"path": paths["registries"], "content": _yaml(state["registries"]), "restart": True, "kind": "registries"})
+    if node_role == "server":
+        dropin: dict = {}
+        apiserver_args = []
+        if state.get("audit_policy") is not None:
+            files.append({"path": paths["audit_policy"], "content": _yaml(state["audit_policy"]), "restart": True, "kind": "audit_policy"})
+            if engine == "rke2":
+                dropin["audit-policy-file"] = paths["audit_policy"]
+            else:
+                apiserver_args += [f"audit-policy-file={paths['audit_policy']}", f"audit-log-path={paths['audit_log']}"]
+        if state.get("pod_security") is not None:
+            files.append({"path": paths["pod_security"], "content": _yaml(state["pod_security"]), "restart": True, "kind": "pod_security"})
+            if engine == "rke2":
+                dropin["pod-security-admission-config-file"] = paths["pod_security"]
+            else:
+                apiserver_args.append(f"admission-control-config-file={paths['pod_security']}")
+        if apiserver_args:
+            # "+" appends to what config.yaml already passes to kube-apiserver instead of replacing it.
+            dropin["kube-apiserver-arg+"] = apiserver_args
+        if dropin:
+            files.append({"path": paths["config_dropin"], "content": _yaml(dropin), "restart": True, "kind": "config"})
+        if with_charts:
+            for name, settings in sorted((state.get("chart_values") or {}).items()):
+                namespace = settings.get("namespace", "kube-system")
+                values = settings["values"]
+                document = {
+                    "apiVersion": "helm.cattle.io/v1",
+                    "kind": "HelmChartConfig",
+                    "metadata": {"name": name, "namespace": namespace},
+                    "spec": {"valuesContent": values if isinstance(values, str) else json.dumps(values, indent=2, sort_keys=True)},
+                }
+                path = posixpath.join(paths["manifests"], chart_file_name(name, namespace))
+                files.append({"path": path, "content": _yaml(document), "restart": False, "kind": "chart_values"})
+    for item in files:
+        if not any(item["path"].startswith(root + "/") for root in paths["allowed_roots"]) or ".." in item["path"].split("/"):
+            raise InputError(f"refusing to write {item['path']}: outside the engine's directories")
+    return files

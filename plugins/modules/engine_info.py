@@ -1,0 +1,113 @@
+#!/usr/bin/python
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: engine_info
+short_description: Which engine (k3s or RKE2) and version a host runs, and its service state
+version_added: 0.1.0
+description:
+  - Runs C(k3s --version) or C(rke2 --version) and asks systemd about the engine's services.
+  - Tolerates a host where nothing is installed (an install, not an upgrade). Nothing is changed.
+  - Compares the installed version with O(desired_version) to tell an install, an upgrade,
+    no change, or a downgrade apart.
+author:
+  - cargoship developers
+extends_documentation_fragment:
+  - cargoship.engine._attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  engine:
+    description: The engine expected on the host.
+    type: str
+    required: true
+    choices: [k3s, rke2]
+  desired_version:
+    description: The version the fleet should run, e.g. V(v1.30.2+k3s1). Omit to only report.
+    type: str
+"""
+
+EXAMPLES = r"""
+- name: Read the installed engine
+  cargoship.engine.engine_info:
+    engine: rke2
+    desired_version: v1.30.2+rke2r1
+"""
+
+RETURN = r"""
+installed:
+  description: Whether the engine binary is on the host.
+  returned: always
+  type: bool
+version:
+  description: The installed version, e.g. V(v1.30.2+k3s1); null when not installed.
+  returned: always
+  type: str
+plan:
+  description: V(install), V(upgrade), V(same), V(downgrade), or V(unknown) without O(desired_version).
+  returned: always
+  type: str
+services:
+  description: Each engine service of the host mapped to its systemd C(ActiveState) (absent units omitted).
+  returned: always
+  type: dict
+"""
+
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+
+SERVICES = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
+VERSION = re.compile(r"^(?:k3s|rke2) version (v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
+
+
+def version_key(version: str) -> tuple:
+    """Order v1.30.2+k3s1 < v1.30.2+k3s2 < v1.30.10+k3s1."""
+    numbers = [int(n) for n in re.findall(r"\d+", version)]
+    return tuple(numbers)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={"engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]}, "desired_version": {"type": "str"}},
+        supports_check_mode=True,
+    )
+    engine = module.params["engine"]
+    binary = module.get_bin_path(engine, opt_dirs=["/usr/local/bin", "/opt/rke2/bin"])
+    version = None
+    if binary:
+        rc, out, err = module.run_command([binary, "--version"])
+        match = VERSION.match(out.strip())
+        if rc != 0 or not match:
+            module.fail_json(msg=f"{binary} --version gave no version (rc={rc}): {(out or err).strip()[:200]}")
+        version = match.group(1)
+    services = {}
+    systemctl = module.get_bin_path("systemctl")
+    if systemctl:
+        for unit in SERVICES[engine]:
+            rc, out, _err = module.run_command([systemctl, "show", "--property=LoadState,ActiveState", f"{unit}.service"])
+            props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+            if rc == 0 and props.get("LoadState") == "loaded":
+                services[unit] = props.get("ActiveState", "unknown")
+    desired = module.params["desired_version"]
+    if not desired:
+        plan = "unknown"
+    elif version is None:
+        plan = "install"
+    elif version == desired:
+        plan = "same"
+    else:
+        plan = "upgrade" if version_key(desired) > version_key(version) else "downgrade"
+    module.exit_json(changed=False, installed=binary is not None, version=version, plan=plan, services=services)
+
+
+if __name__ == "__main__":
+    main()

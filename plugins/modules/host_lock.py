@@ -1,0 +1,206 @@
+#!/usr/bin/python
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: host_lock
+short_description: The exclusive cargoship lock of one host
+version_added: 0.1.0
+description:
+  - One lock file per host names its holder (user, control host, process, start time, run id).
+  - The holder touches it while it lives; a lock untouched for longer than O(stale_after) seconds
+    is stale and may be taken over. A fresh lock held by another run makes O(state=acquired) fail
+    at once, naming the holder, without changing anything.
+  - The lock is created atomically (hard link of a complete temporary file), so two runs racing
+    for a free lock cannot both win.
+author:
+  - cargoship developers
+extends_documentation_fragment:
+  - cargoship.engine._attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  state:
+    description:
+      - V(acquired) takes the lock (or keeps it, if this run holds it).
+      - V(released) removes it if this run holds it, or whoever holds it with O(force=true).
+      - V(touched) refreshes its time if this run holds it.
+    type: str
+    required: true
+    choices: [acquired, released, touched]
+  run_id:
+    description: Identifies this run; the lock belongs to the run that wrote it.
+    type: str
+    required: true
+  holder:
+    description: Who is taking the lock (user, control host, pid, started), written into it.
+    type: dict
+    default: {}
+  path:
+    description: The lock file.
+    type: path
+    default: /var/lib/cargoship/lock.json
+  stale_after:
+    description: Seconds without a touch after which a lock is stale.
+    type: int
+    default: 60
+  force:
+    description: With O(state=released), break the lock whoever holds it.
+    type: bool
+    default: false
+"""
+
+EXAMPLES = r"""
+- name: Take the lock
+  cargoship.engine.host_lock:
+    state: acquired
+    run_id: "{{ cargoship_run_id }}"
+    holder:
+      user: "{{ lookup('ansible.builtin.env', 'USER') }}"
+  become: true
+
+- name: Break a lock on purpose
+  cargoship.engine.host_lock:
+    state: released
+    run_id: manual
+    force: true
+  become: true
+"""
+
+RETURN = r"""
+held_by:
+  description: The holder recorded in the lock before this call, if any.
+  returned: always
+  type: dict
+age:
+  description: Seconds since the lock was last touched; null without a lock.
+  returned: always
+  type: float
+stale:
+  description: Whether an existing lock was stale.
+  returned: always
+  type: bool
+took_over:
+  description: Whether a stale lock of another run was taken over.
+  returned: with state=acquired
+  type: bool
+"""
+
+import json
+import os
+import tempfile
+import time
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def read_lock(path: str) -> tuple[dict | None, float | None]:
+    try:
+        age = time.time() - os.stat(path).st_mtime
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle), age
+    except FileNotFoundError:
+        return None, None
+    except ValueError:
+        # A lock file that is not JSON still counts as held; it carries no holder to name.
+        return {"run_id": "unknown", "holder": {}}, time.time() - os.stat(path).st_mtime
+
+
+def describe(lock: dict) -> str:
+    holder = lock.get("holder") or {}
+    parts = [f"{k}={holder[k]}" for k in ("user", "control_host", "pid", "started") if holder.get(k)]
+    return f"run {lock.get('run_id')} ({', '.join(parts) or 'no holder recorded'})"
+
+
+def write_new(path: str, content: dict) -> bool:
+    """Create the lock only if absent; False when another run created it first."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".lock-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(content, handle)
+    os.chmod(tmp, 0o600)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "required": True, "choices": ["acquired", "released", "touched"]},
+            "run_id": {"type": "str", "required": True},
+            "holder": {"type": "dict", "default": {}},
+            "path": {"type": "path", "default": "/var/lib/cargoship/lock.json"},
+            "stale_after": {"type": "int", "default": 60},
+            "force": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    lock, age = read_lock(p["path"])
+    ours = lock is not None and lock.get("run_id") == p["run_id"]
+    stale = lock is not None and age is not None and age > p["stale_after"]
+    result = {"changed": False, "held_by": lock, "age": age, "stale": stale}
+
+    if p["state"] == "acquired":
+        if ours:
+            module.exit_json(**result, took_over=False)
+        if lock is not None and not stale:
+            module.fail_json(msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
+                             "(or break it with `cargoship unlock`)", held=True, **result)
+        result.update(changed=True, took_over=lock is not None)
+        if module.check_mode:
+            module.exit_json(**result)
+        content = {"run_id": p["run_id"], "holder": p["holder"]}
+        if lock is not None:
+            # Stale: move it aside atomically, then compete for the free lock like everyone else.
+            aside = f"{p['path']}.stale-{os.getpid()}"
+            try:
+                os.rename(p["path"], aside)
+            except FileNotFoundError:
+                aside = None
+            if aside:
+                moved, _ = read_lock(aside)
+                if (moved or {}).get("run_id") != lock.get("run_id"):
+                    # Another run took over between our look and our move: give its lock back.
+                    os.link(aside, p["path"])
+                    os.unlink(aside)
+                    module.fail_json(msg=f"locked by {describe(moved or {})}, which took it a moment ago", held=True, **result)
+                os.unlink(aside)
+        if not write_new(p["path"], content):
+            winner, _ = read_lock(p["path"])
+            module.fail_json(msg=f"locked by {describe(winner or {})}, which took it a moment ago", held=True, **result)
+        module.exit_json(**result)
+
+    if p["state"] == "touched":
+        if not ours:
+            module.fail_json(msg=f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})", **result)
+        if not module.check_mode:
+            os.utime(p["path"])
+        module.exit_json(**result)
+
+    # released
+    if lock is None:
+        module.exit_json(**result)
+    if not ours and not p["force"]:
+        module.fail_json(msg=f"not releasing a lock held by {describe(lock)}; use force to break it", **result)
+    result["changed"] = True
+    if not module.check_mode:
+        os.unlink(p["path"])
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+#!/usr/bin/python
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: validate_hosts
+short_description: Check a fleet's host facts against each other before anything is changed
+version_added: 0.1.0
+description:
+  - Runs on the control host only (an action plugin) over the facts the C(host_facts) phase recorded.
+  - Fails, naming every offending host, when hostnames or private addresses are not unique, a CPU
+    architecture is not one the engine ships for, a clock is skewed by more than O(max_clock_skew)
+    seconds, or the firewall drops incoming traffic by default (the engine's ports would be unreachable).
+author:
+  - cargoship developers
+extends_documentation_fragment:
+  - cargoship.engine._attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+options:
+  facts:
+    description: Host name to the C(cargoship_host) facts of that host.
+    type: dict
+    required: true
+  max_clock_skew:
+    description: Largest allowed difference, in seconds, between a host's clock and the control host's.
+    type: int
+    default: 30
+  architectures:
+    description: CPU architectures the engine ships for.
+    type: list
+    elements: str
+    default: [amd64, arm64, s390x]
+"""
+
+EXAMPLES = r"""
+- name: Validate hosts
+  cargoship.engine.validate_hosts:
+    facts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cargoship_host'))) }}"
+  run_once: true
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+problems:
+  description: Every problem found, one line each (empty when the hosts are fine).
+  returned: always
+  type: list
+  elements: str
+"""
