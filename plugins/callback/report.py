@@ -58,6 +58,9 @@ class CallbackModule(CallbackBase):
         if self.report is None:
             return
         data = result._result
+        if result._task.check_mode and not self.report.dry_run:
+            # A plan computed in check mode during a real run: what it found is reported by the steps that act on it.
+            return
         if status == "ok" and data.get("changed"):
             status = "changed"
         self.report.result(result._host.get_name(), result._task.name or result._task.action, data, status)
