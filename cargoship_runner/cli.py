@@ -2,9 +2,45 @@
 
 from __future__ import annotations
 
+import json
+import re
+import sys
+from pathlib import Path
+
 import click
+from rich.console import Console
+from rich.table import Table
 
 from cargoship_runner import __version__
+from cargoship_runner.runner import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_LOCKED,
+    EXIT_OK,
+    EXIT_UNREACHABLE,
+    EXIT_USAGE,
+    EXIT_WORK_FOUND,
+    RunOptions,
+    lock_holder_message,
+    run_playbook,
+)
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+STATUS_STYLE = {
+    "ran": "green",
+    "would run": "yellow",
+    "nothing to do": "dim",
+    "unassessed": "magenta",
+    "skipped": "dim",
+    "failed": "bold red",
+}
+
+
+def concurrency(value: str) -> str:
+    if not re.match(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", value):
+        raise click.BadParameter(f"{value!r} is neither a count (e.g. 2) nor a percentage (e.g. 25%)")
+    return value
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,3 +51,196 @@ def main() -> None:
     cargoship shows exactly what it would do before it touches anything (--dry-run),
     then does it one safe phase at a time.
     """
+
+
+def progress(event: dict) -> bool:
+    """Live progress from ansible-runner events: each phase as it starts on each host, and failures."""
+    data = event.get("event_data") or {}
+    host = data.get("host") or ""
+    result = data.get("res") or {}
+    marker = result.get("cargoship_phase") if isinstance(result, dict) else None
+    if event.get("event") == "runner_on_ok" and marker and marker.get("mode"):
+        label = {"run": "", "assess": " (assessing)", "unassessed": " (unassessed)", "disabled": " (disabled)"}[
+            marker["mode"]
+        ]
+        console.print(f"  [cyan]{marker['phase']:<16}[/cyan] {host}{label}")
+    elif event.get("event") in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+        message = result.get("msg", "") if isinstance(result, dict) else ""
+        errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
+    return True
+
+
+def render_report(report: dict) -> None:
+    table = Table(
+        title=f"cargoship {report['operation']} — {'dry run' if report['dry_run'] else 'real run'}", show_lines=False
+    )
+    for column in ("#", "phase", "dry run", "status", "hosts and changes"):
+        table.add_column(column, overflow="fold")
+    for number, phase in enumerate(report["phases"], start=1):
+        lines = []
+        for host, detail in phase["hosts"].items():
+            changes = [c if isinstance(c, str) else f"{c['action']} {c['file']}" for c in detail["changes"]]
+            if changes:
+                lines.append(f"{host}: " + "; ".join(changes))
+            elif detail["status"] in ("failed", "unassessed") and detail.get("messages"):
+                lines.append(f"{host}: {detail['messages'][-1]}")
+        style = STATUS_STYLE.get(phase["status"], "")
+        table.add_row(
+            str(number),
+            phase["name"],
+            phase["dry_run_label"],
+            f"[{style}]{phase['status']}[/{style}]",
+            "\n".join(lines),
+        )
+    console.print(table)
+
+
+@main.command("engine-config-sync")
+@click.option(
+    "-i",
+    "--inventory",
+    required=True,
+    type=click.Path(exists=True, dir_okay=True, path_type=Path),
+    help="Inventory: hosts and the desired engine configuration.",
+)
+@click.option("--dry-run", is_flag=True, help="Connect and assess every phase against the live hosts; change nothing.")
+@click.option("--confirm", is_flag=True, help="Do the real run without asking.")
+@click.option("-c", "--concurrency", type=click.IntRange(1, 500), help="Hosts worked on in parallel (ansible forks).")
+@click.option(
+    "-w",
+    "--work-concurrency",
+    type=concurrency,
+    default="1",
+    show_default=True,
+    help="Workers restarted at once: a count or a percentage.",
+)
+@click.option("--limit", help="Only these hosts (an Ansible host pattern).")
+@click.option(
+    "--kubeconfig/--no-kubeconfig",
+    "update_kubeconfig",
+    default=False,
+    help="Write the cluster's admin kubeconfig into the local kubeconfig.",
+)
+@click.option("--label-nodes", is_flag=True, help="Label each node node-role.kubernetes.io/<profile>=true.")
+@click.option(
+    "--vault-password-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="For inventories with Ansible Vault secrets.",
+)
+@click.option(
+    "--report-json", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report to this file as JSON."
+)
+@click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do.")
+@click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more).")
+def engine_config_sync(
+    inventory,
+    dry_run,
+    confirm,
+    concurrency,
+    work_concurrency,
+    limit,
+    update_kubeconfig,
+    label_nodes,
+    vault_password_file,
+    report_json,
+    detailed_exitcode,
+    verbose,
+):
+    """Bring the engine configuration of every host in line with the inventory.
+
+    Exit codes: 0 done (or nothing to do), 1 failed, 2 work found (dry run with
+    --detailed-exitcode), 3 unreachable host, 4 a host is locked by another run, 64 bad usage,
+    130 interrupted.
+    """
+    if not dry_run and not confirm:
+        if not sys.stdin.isatty():
+            errors.print("a real run changes hosts: pass --confirm (or use --dry-run to see what would change)")
+            sys.exit(EXIT_USAGE)
+        if not click.confirm("This restarts the engine on drifted nodes. Continue?", default=False):
+            sys.exit(EXIT_USAGE)
+    extravars = {
+        "cargoship_work_concurrency": work_concurrency,
+        "cargoship_kubeconfig_update": update_kubeconfig,
+        "cargoship_label_nodes": label_nodes,
+    }
+    options = RunOptions(
+        "engine_config_sync", inventory, dry_run, limit, concurrency, extravars, vault_password_file, verbose
+    )
+    console.print(f"cargoship engine-config-sync — {'dry run' if dry_run else 'real run'} on {inventory}")
+    outcome = run_playbook(options, progress)
+    if outcome.report:
+        render_report(outcome.report)
+        if report_json:
+            report_json.write_text(json.dumps(outcome.report, indent=2))
+    else:
+        errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report; rerun with -v for details")
+    if not dry_run and outcome.rc != 0:
+        release_own_locks(options, outcome.run_id)
+    if outcome.interrupted:
+        errors.print("interrupted: this run's locks were released; see the report for nodes it had started on")
+        sys.exit(EXIT_INTERRUPTED)
+    if outcome.unreachable:
+        errors.print(f"unreachable: {', '.join(outcome.unreachable)}")
+        sys.exit(EXIT_UNREACHABLE)
+    held = lock_holder_message(outcome.report)
+    if held:
+        errors.print(held)
+        sys.exit(EXIT_LOCKED)
+    if outcome.rc != 0:
+        sys.exit(EXIT_FAILED)
+    if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
+        sys.exit(EXIT_WORK_FOUND)
+    sys.exit(EXIT_OK)
+
+
+def release_own_locks(options: RunOptions, run_id: str) -> None:
+    """After a failed run the playbook never reached its unlock phase: release this run's locks now."""
+    cleanup = RunOptions(
+        "unlock",
+        options.inventory,
+        False,
+        options.limit,
+        options.forks,
+        {"cargoship_run_id": run_id},
+        options.vault_password_file,
+    )
+    outcome = run_playbook(cleanup)
+    if outcome.rc == 0:
+        errors.print("released this run's locks")
+    else:
+        errors.print(
+            f"could not release every lock of run {run_id}; they go stale on their own, or use `cargoship unlock`"
+        )
+
+
+@main.command()
+@click.option("-i", "--inventory", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--limit", help="Only these hosts.")
+@click.option("--vault-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def unlock(inventory, limit, vault_password_file):
+    """Break the cargoship lock on the hosts, whoever holds it."""
+    outcome = run_playbook(
+        RunOptions("unlock", inventory, False, limit, None, {"cargoship_unlock_force": True}, vault_password_file)
+    )
+    if outcome.rc != 0:
+        errors.print(
+            "unlock failed on some hosts"
+            + (f" (unreachable: {', '.join(outcome.unreachable)})" if outcome.unreachable else "")
+        )
+        sys.exit(EXIT_UNREACHABLE if outcome.unreachable else EXIT_FAILED)
+    console.print("locks released")
+
+
+def run() -> None:
+    """Entry point: usage errors exit 64, so that exit 2 always means "a dry run found work"."""
+    try:
+        main(standalone_mode=False)
+    except click.exceptions.Abort:
+        errors.print("aborted")
+        sys.exit(EXIT_INTERRUPTED)
+    except click.UsageError as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_FAILED)

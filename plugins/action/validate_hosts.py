@@ -12,7 +12,11 @@ def duplicates(facts: dict, key: str) -> list[str]:
     seen = defaultdict(list)
     for host, host_facts in sorted(facts.items()):
         seen[host_facts.get(key)].append(host)
-    return [f"{key.replace('_', ' ')} {value!r} is used by {', '.join(hosts)}" for value, hosts in seen.items() if len(hosts) > 1]
+    return [
+        f"{key.replace('_', ' ')} {value!r} is used by {', '.join(hosts)}"
+        for value, hosts in seen.items()
+        if len(hosts) > 1
+    ]
 
 
 class ActionModule(ActionBase):
@@ -27,12 +31,16 @@ class ActionModule(ActionBase):
         problems = duplicates(facts, "hostname") + duplicates(facts, "private_address")
         for host, host_facts in sorted(facts.items()):
             if host_facts.get("arch") not in arches:
-                problems.append(f"{host}: CPU architecture {host_facts.get('arch')} is not one the engine ships for ({', '.join(arches)})")
+                problems.append(
+                    f"{host}: CPU architecture {host_facts.get('arch')} is not one the engine ships for ({', '.join(arches)})"
+                )
             skew = abs(float(host_facts.get("clock_skew", 0)))
             if skew > max_skew:
                 problems.append(f"{host}: clock differs from the control host's by {skew:.0f}s (allowed {max_skew}s)")
             if (host_facts.get("firewall") or {}).get("input_policy") == "drop":
-                problems.append(f"{host}: the firewall drops incoming traffic by default; open the engine's ports or change the policy")
+                problems.append(
+                    f"{host}: the firewall drops incoming traffic by default; open the engine's ports or change the policy"
+                )
             if not host_facts.get("private_address"):
                 problems.append(f"{host}: no private address (no default route)")
         result.update(changed=False, problems=problems)

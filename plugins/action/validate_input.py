@@ -8,7 +8,6 @@ import re
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
-
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import InputError, validate
 
 DESIRED = {
@@ -47,7 +46,9 @@ def check_option(name: str, kind: str, value: object) -> None:
     if kind == "str" and not isinstance(value, str):
         raise InputError(f"{name}: expected a string, got {type(value).__name__}")
     if kind == "profile" and not (isinstance(value, str) and re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", value)):
-        raise InputError(f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}")
+        raise InputError(
+            f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}"
+        )
     if kind == "concurrency":
         text = str(value)
         if not re.match(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", text):

@@ -37,7 +37,6 @@ import os
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
-
 from ansible_collections.cargoship.engine.plugins.module_utils._report import RunReport, render_text
 
 

@@ -23,7 +23,16 @@ REGISTRY_SCHEMA = {
     "configs": (
         "map",
         {
-            "auth": ("dict", {"username": "str", "password": "secret", "auth": "secret", "identitytoken": "secret", "token": "secret"}),
+            "auth": (
+                "dict",
+                {
+                    "username": "str",
+                    "password": "secret",
+                    "auth": "secret",
+                    "identitytoken": "secret",
+                    "token": "secret",
+                },
+            ),
             "tls": ("dict", {"ca_file": "str", "cert_file": "str", "key_file": "str", "insecure_skip_verify": "bool"}),
         },
     ),
@@ -50,9 +59,12 @@ def engine_paths(engine: str) -> dict[str, str]:
 
 
 def service_name(engine: str, node_role: str) -> str:
-    return {("k3s", "server"): "k3s", ("k3s", "agent"): "k3s-agent", ("rke2", "server"): "rke2-server", ("rke2", "agent"): "rke2-agent"}[
-        (engine, node_role)
-    ]
+    return {
+        ("k3s", "server"): "k3s",
+        ("k3s", "agent"): "k3s-agent",
+        ("rke2", "server"): "rke2-server",
+        ("rke2", "agent"): "rke2-agent",
+    }[(engine, node_role)]
 
 
 def _path(parent: str, key: object) -> str:
@@ -89,7 +101,11 @@ def _check(value: object, spec: object, where: str) -> None:
         for key, item in value.items():
             if key not in inner:
                 hint = _closest(str(key), inner)
-                raise InputError(f"{_path(where, key)}: unknown key" + (f" (did you mean '{hint}'?)" if hint else "") + f"; allowed: {', '.join(sorted(inner))}")
+                raise InputError(
+                    f"{_path(where, key)}: unknown key"
+                    + (f" (did you mean '{hint}'?)" if hint else "")
+                    + f"; allowed: {', '.join(sorted(inner))}"
+                )
             _check(item, inner[key], _path(where, key))
 
 
@@ -121,7 +137,9 @@ def validate(state: dict) -> dict:
         for name, mirror in (registries.get("mirrors") or {}).items():
             for index, endpoint in enumerate(mirror.get("endpoint") or []):
                 if not re.match(r"^https?://[^\s/]+", endpoint):
-                    raise InputError(f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an http(s) URL: {endpoint!r}')
+                    raise InputError(
+                        f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an http(s) URL: {endpoint!r}'
+                    )
     for key in ("audit_policy", "pod_security"):
         document = state.get(key)
         if document is None:
@@ -129,20 +147,28 @@ def validate(state: dict) -> dict:
         where = allowed[key]
         if not isinstance(document, dict):
             raise InputError(f"{where}: expected a mapping (the YAML document itself), got {type(document).__name__}")
-        kind, api_prefix = ("Policy", "audit.k8s.io/") if key == "audit_policy" else ("AdmissionConfiguration", "apiserver.")
+        kind, api_prefix = (
+            ("Policy", "audit.k8s.io/") if key == "audit_policy" else ("AdmissionConfiguration", "apiserver.")
+        )
         if document.get("kind") != kind or not str(document.get("apiVersion", "")).startswith(api_prefix):
-            raise InputError(f"{where}: must be a {kind} ({api_prefix}…), got kind={document.get('kind')!r} apiVersion={document.get('apiVersion')!r}")
+            raise InputError(
+                f"{where}: must be a {kind} ({api_prefix}…), got kind={document.get('kind')!r} apiVersion={document.get('apiVersion')!r}"
+            )
         if key == "audit_policy" and not isinstance(document.get("rules"), list):
             raise InputError(f"{where}.rules: expected a list of audit rules")
     charts = state.get("chart_values")
     if charts is not None:
         if not isinstance(charts, dict):
-            raise InputError(f"cargoship_chart_values: expected a mapping of chart name to settings, got {type(charts).__name__}")
+            raise InputError(
+                f"cargoship_chart_values: expected a mapping of chart name to settings, got {type(charts).__name__}"
+            )
         seen: dict[str, str] = {}
         for name, settings in charts.items():
             where = _path("cargoship_chart_values", name)
             if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
-                raise InputError(f"{where}: chart name must be a DNS-1123 name (lower case, digits, '-', '.'), which also keeps it inside the manifests directory")
+                raise InputError(
+                    f"{where}: chart name must be a DNS-1123 name (lower case, digits, '-', '.'), which also keeps it inside the manifests directory"
+                )
             _check(settings, ("dict", CHART_SCHEMA), where)
             if "values" not in settings:
                 raise InputError(f"{where}.values: required")
@@ -151,7 +177,9 @@ def validate(state: dict) -> dict:
                 raise InputError(f"{where}.namespace: not a valid namespace name: {namespace!r}")
             file_name = chart_file_name(name, namespace)
             if file_name in seen:
-                raise InputError(f"{where}: its manifest file {file_name} collides with chart {seen[file_name]!r} in the manifests directory")
+                raise InputError(
+                    f"{where}: its manifest file {file_name} collides with chart {seen[file_name]!r} in the manifests directory"
+                )
             seen[file_name] = name
     return {k: state.get(k) for k in allowed}
 
@@ -191,18 +219,34 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
     paths = engine_paths(engine)
     files = []
     if state.get("registries") is not None:
-        files.append({"path": paths["registries"], "content": _yaml(state["registries"]), "restart": True, "kind": "registries"})
+        files.append(
+            {"path": paths["registries"], "content": _yaml(state["registries"]), "restart": True, "kind": "registries"}
+        )
     if node_role == "server":
         dropin: dict = {}
         apiserver_args = []
         if state.get("audit_policy") is not None:
-            files.append({"path": paths["audit_policy"], "content": _yaml(state["audit_policy"]), "restart": True, "kind": "audit_policy"})
+            files.append(
+                {
+                    "path": paths["audit_policy"],
+                    "content": _yaml(state["audit_policy"]),
+                    "restart": True,
+                    "kind": "audit_policy",
+                }
+            )
             if engine == "rke2":
                 dropin["audit-policy-file"] = paths["audit_policy"]
             else:
                 apiserver_args += [f"audit-policy-file={paths['audit_policy']}", f"audit-log-path={paths['audit_log']}"]
         if state.get("pod_security") is not None:
-            files.append({"path": paths["pod_security"], "content": _yaml(state["pod_security"]), "restart": True, "kind": "pod_security"})
+            files.append(
+                {
+                    "path": paths["pod_security"],
+                    "content": _yaml(state["pod_security"]),
+                    "restart": True,
+                    "kind": "pod_security",
+                }
+            )
             if engine == "rke2":
                 dropin["pod-security-admission-config-file"] = paths["pod_security"]
             else:
@@ -220,11 +264,17 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
                     "apiVersion": "helm.cattle.io/v1",
                     "kind": "HelmChartConfig",
                     "metadata": {"name": name, "namespace": namespace},
-                    "spec": {"valuesContent": values if isinstance(values, str) else json.dumps(values, indent=2, sort_keys=True)},
+                    "spec": {
+                        "valuesContent": values
+                        if isinstance(values, str)
+                        else json.dumps(values, indent=2, sort_keys=True)
+                    },
                 }
                 path = posixpath.join(paths["manifests"], chart_file_name(name, namespace))
                 files.append({"path": path, "content": _yaml(document), "restart": False, "kind": "chart_values"})
     for item in files:
-        if not any(item["path"].startswith(root + "/") for root in paths["allowed_roots"]) or ".." in item["path"].split("/"):
+        if not any(item["path"].startswith(root + "/") for root in paths["allowed_roots"]) or ".." in item[
+            "path"
+        ].split("/"):
             raise InputError(f"refusing to write {item['path']}: outside the engine's directories")
     return files

@@ -37,6 +37,7 @@ def load_phases(roles_dir: str = ROLES_DIR, operation: str | None = None) -> lis
                 "title": declaration["title"],
                 "description": " ".join(str(declaration["description"]).split()),
                 "dry_run_label": label,
+                "housekeeping": bool(declaration.get("housekeeping", False)),
             }
         )
     phases.sort(key=lambda p: (p["operation"], p["order"]))
@@ -113,7 +114,11 @@ class RunReport:
         phases = []
         for phase in self.phases:
             hosts = {
-                host: {"status": self.host_status(phase, entry), "changes": entry["changes"], **({"messages": entry["messages"]} if entry["messages"] else {})}
+                host: {
+                    "status": self.host_status(phase, entry),
+                    "changes": entry["changes"],
+                    **({"messages": entry["messages"]} if entry["messages"] else {}),
+                }
                 for host, entry in sorted(self.hosts[phase["name"]].items())
             }
             statuses = {h["status"] for h in hosts.values()}
@@ -122,8 +127,11 @@ class RunReport:
                     break
             else:
                 status = "skipped"
-            phases.append({**{k: phase[k] for k in ("name", "title", "dry_run_label")}, "status": status, "hosts": hosts})
-        return {"operation": self.operation, "dry_run": self.dry_run, "phases": phases}
+            phases.append(
+                {**{k: phase[k] for k in ("name", "title", "dry_run_label")}, "status": status, "hosts": hosts}
+            )
+        work_found = any(p["status"] == "would run" and not self.by_name[p["name"]]["housekeeping"] for p in phases)
+        return {"operation": self.operation, "dry_run": self.dry_run, "work_found": work_found, "phases": phases}
 
 
 def summary_line(phase: dict) -> str:

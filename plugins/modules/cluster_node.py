@@ -10,7 +10,7 @@ short_description: Drain, uncordon, wait for or label one Kubernetes node throug
 version_added: 0.1.0
 description:
   - Talks to the Kubernetes API with the Python kubernetes client; run it on the control host
-    (C(delegate_to: localhost)).
+    (C(delegate_to) V(localhost)).
   - V(drained) cordons the node and evicts its pods through the eviction API, so
     PodDisruptionBudgets are respected; a refused eviction (HTTP 429) is retried every
     O(retry_delay) seconds until O(timeout). DaemonSet pods are left alone and emptyDir data may
@@ -130,12 +130,16 @@ def pods_to_evict(core, module: AnsibleModule) -> list:
         if any(o.kind == "DaemonSet" and o.controller for o in owners):
             if p["ignore_daemonsets"]:
                 continue
-            module.fail_json(msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} belongs to a DaemonSet; set ignore_daemonsets to drain")
+            module.fail_json(
+                msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} belongs to a DaemonSet; set ignore_daemonsets to drain"
+            )
         if pod.status and pod.status.phase in ("Succeeded", "Failed"):
             continue
         volumes = (pod.spec.volumes if pod.spec else None) or []
         if any(v.empty_dir is not None for v in volumes) and not p["delete_emptydir_data"]:
-            module.fail_json(msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} uses emptyDir data; set delete_emptydir_data to drain")
+            module.fail_json(
+                msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} uses emptyDir data; set delete_emptydir_data to drain"
+            )
         chosen.append(pod)
     return chosen
 
@@ -171,9 +175,15 @@ def drain(core, module: AnsibleModule, node) -> list[str]:
             break
         if time.monotonic() + p["retry_delay"] > deadline:
             blocked = ", ".join(f"{ns}/{n} ({refusals.get((ns, n), 'not evicted')})" for ns, n in sorted(pending))
-            module.fail_json(msg=f"drain of {p['name']} did not finish within {p['timeout']}s: {blocked}", changes=changes, ready=is_ready(node))
+            module.fail_json(
+                msg=f"drain of {p['name']} did not finish within {p['timeout']}s: {blocked}",
+                changes=changes,
+                ready=is_ready(node),
+            )
         time.sleep(p["retry_delay"])
-    wait_until(module, lambda: all(pod_gone(core, pod) for pod in pods), f"evicted pods of {p['name']} to terminate", deadline)
+    wait_until(
+        module, lambda: all(pod_gone(core, pod) for pod in pods), f"evicted pods of {p['name']} to terminate", deadline
+    )
     return changes
 
 
@@ -217,7 +227,9 @@ def main() -> None:
     except ApiException as exc:
         module.fail_json(msg=f"cannot read node {p['name']}: {exc.status} {exc.reason}")
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
-        module.fail_json(msg=f"cannot reach the Kubernetes API with {p['kubeconfig']}: {exc}", exception=traceback.format_exc())
+        module.fail_json(
+            msg=f"cannot reach the Kubernetes API with {p['kubeconfig']}: {exc}", exception=traceback.format_exc()
+        )
 
     changes: list[str] = []
     try:
@@ -231,7 +243,9 @@ def main() -> None:
         elif p["state"] == "ready":
             if not module.check_mode:
                 deadline = time.monotonic() + p["timeout"]
-                wait_until(module, lambda: is_ready(core.read_node(p["name"])), f"node {p['name']} to be Ready", deadline)
+                wait_until(
+                    module, lambda: is_ready(core.read_node(p["name"])), f"node {p['name']} to be Ready", deadline
+                )
         else:
             current = node.metadata.labels or {}
             wanted = {k: str(v) for k, v in p["labels"].items() if current.get(k) != str(v)}
@@ -239,7 +253,9 @@ def main() -> None:
             if wanted and not module.check_mode:
                 core.patch_node(p["name"], {"metadata": {"labels": wanted}})
     except ApiException as exc:
-        module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name']}: {exc.status} {exc.reason}", changes=changes)
+        module.fail_json(
+            msg=f"Kubernetes API refused {p['state']} of {p['name']}: {exc.status} {exc.reason}", changes=changes
+        )
     ready = is_ready(core.read_node(p["name"])) if not module.check_mode else is_ready(node)
     module.exit_json(changed=bool(changes), changes=changes, ready=ready)
 

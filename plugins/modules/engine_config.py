@@ -142,7 +142,6 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
-
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
     InputError,
     engine_paths,
@@ -192,7 +191,9 @@ def backup_dir_of(module: AnsibleModule) -> str:
     root = params["backup_root"]
     manifests = engine_paths(params["engine"])["manifests"]
     if os.path.realpath(root).startswith(os.path.realpath(manifests)):
-        module.fail_json(msg=f"backup_root {root} is inside the manifests directory, where the engine would apply backups")
+        module.fail_json(
+            msg=f"backup_root {root} is inside the manifests directory, where the engine would apply backups"
+        )
     if not params["backup_id"] or "/" in params["backup_id"] or params["backup_id"] in (".", ".."):
         module.fail_json(msg="backup_id must be a plain name")
     return os.path.join(root, params["backup_id"])
@@ -227,7 +228,12 @@ def restore(module: AnsibleModule) -> None:
     directory = backup_dir_of(module)
     index_path = os.path.join(directory, "index.json")
     if not os.path.exists(index_path):
-        module.exit_json(changed=False, changes=[], restart_required=False, msg=f"no backup {module.params['backup_id']}: nothing was written")
+        module.exit_json(
+            changed=False,
+            changes=[],
+            restart_required=False,
+            msg=f"no backup {module.params['backup_id']}: nothing was written",
+        )
     with open(index_path, encoding="utf-8") as handle:
         index = json.load(handle)
     changes = []
@@ -297,7 +303,10 @@ def main() -> None:
                 "restart": item["restart"],
                 "diff": "".join(
                     difflib.unified_diff(
-                        masked_before.splitlines(keepends=True), masked_after.splitlines(keepends=True), item["path"], item["path"]
+                        masked_before.splitlines(keepends=True),
+                        masked_after.splitlines(keepends=True),
+                        item["path"],
+                        item["path"],
                     )
                 ),
             }

@@ -77,7 +77,10 @@ def version_key(version: str) -> tuple:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]}, "desired_version": {"type": "str"}},
+        argument_spec={
+            "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
+            "desired_version": {"type": "str"},
+        },
         supports_check_mode=True,
     )
     engine = module.params["engine"]
@@ -93,7 +96,9 @@ def main() -> None:
     systemctl = module.get_bin_path("systemctl")
     if systemctl:
         for unit in SERVICES[engine]:
-            rc, out, _err = module.run_command([systemctl, "show", "--property=LoadState,ActiveState", f"{unit}.service"])
+            rc, out, _err = module.run_command(
+                [systemctl, "show", "--property=LoadState,ActiveState", f"{unit}.service"]
+            )
             props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
             if rc == 0 and props.get("LoadState") == "loaded":
                 services[unit] = props.get("ActiveState", "unknown")

@@ -134,7 +134,14 @@ def firewall(module: AnsibleModule) -> dict:
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"gather": {"type": "list", "elements": "str", "default": ["os"], "choices": ["os", "network", "clock", "firewall"]}},
+        argument_spec={
+            "gather": {
+                "type": "list",
+                "elements": "str",
+                "default": ["os"],
+                "choices": ["os", "network", "clock", "firewall"],
+            }
+        },
         supports_check_mode=True,
     )
     result: dict = {"changed": False}

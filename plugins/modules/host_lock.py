@@ -158,8 +158,12 @@ def main() -> None:
         if ours:
             module.exit_json(**result, took_over=False)
         if lock is not None and not stale:
-            module.fail_json(msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
-                             "(or break it with `cargoship unlock`)", held=True, **result)
+            module.fail_json(
+                msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
+                "(or break it with `cargoship unlock`)",
+                held=True,
+                **result,
+            )
         result.update(changed=True, took_over=lock is not None)
         if module.check_mode:
             module.exit_json(**result)
@@ -177,7 +181,9 @@ def main() -> None:
                     # Another run took over between our look and our move: give its lock back.
                     os.link(aside, p["path"])
                     os.unlink(aside)
-                    module.fail_json(msg=f"locked by {describe(moved or {})}, which took it a moment ago", held=True, **result)
+                    module.fail_json(
+                        msg=f"locked by {describe(moved or {})}, which took it a moment ago", held=True, **result
+                    )
                 os.unlink(aside)
         if not write_new(p["path"], content):
             winner, _ = read_lock(p["path"])
@@ -186,7 +192,10 @@ def main() -> None:
 
     if p["state"] == "touched":
         if not ours:
-            module.fail_json(msg=f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})", **result)
+            module.fail_json(
+                msg=f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})",
+                **result,
+            )
         if not module.check_mode:
             os.utime(p["path"])
         module.exit_json(**result)

@@ -26,7 +26,7 @@ attributes:
     support: full
 options:
   facts:
-    description: Host name to the C(cargoship_host) facts of that host.
+    description: Host name to the facts the host_facts phase recorded for that host (C(host_facts_result)).
     type: dict
     required: true
   max_clock_skew:
@@ -43,7 +43,7 @@ options:
 EXAMPLES = r"""
 - name: Validate hosts
   cargoship.engine.validate_hosts:
-    facts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'cargoship_host'))) }}"
+    facts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'host_facts_result'))) }}"
   run_once: true
   delegate_to: localhost
 """

@@ -445,7 +445,7 @@ def write_inventory(lab: Lab) -> None:
                 "ansible_ssh_common_args": ssh_args,
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "cargoship_engine": lab.engine,
-            "cargoship_api_kubeconfig": str(lab.state / "kubeconfig"),
+                "cargoship_api_kubeconfig": str(lab.state / "kubeconfig"),
             },
             "children": {
                 "controllers": {

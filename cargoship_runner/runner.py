@@ -1,0 +1,115 @@
+"""Drive a cargoship playbook with ansible-runner and turn its outcome into a report and an exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ansible_runner
+
+from cargoship_runner.collection import collections_path
+
+EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE, EXIT_INTERRUPTED = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    64,
+    130,
+)
+
+
+@dataclass
+class RunOptions:
+    playbook: str
+    inventory: Path
+    dry_run: bool = False
+    limit: str | None = None
+    forks: int | None = None
+    extravars: dict = field(default_factory=dict)
+    vault_password_file: Path | None = None
+    verbosity: int = 0
+
+
+@dataclass
+class RunOutcome:
+    rc: int
+    report: dict | None
+    unreachable: list[str]
+    run_id: str
+    interrupted: bool
+
+
+def playbook_path(name: str) -> Path:
+    return collections_path() / "ansible_collections" / "cargoship" / "engine" / "playbooks" / f"{name}.yml"
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
+    """One playbook run in a fresh private data dir (a reused one would keep the previous command line)."""
+    run_id = options.extravars.setdefault("cargoship_run_id", new_run_id())
+    private = Path(tempfile.mkdtemp(prefix="cargoship-run-"))
+    report_path = private / "report.json"
+    cmdline = ["--check", "--diff"] if options.dry_run else []
+    if options.vault_password_file:
+        cmdline += ["--vault-password-file", str(options.vault_password_file)]
+    envvars = {
+        "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
+        "ANSIBLE_CALLBACKS_ENABLED": "cargoship.engine.report",
+        # ansible-runner turns host key checking off unless told otherwise; cargoship keeps it on.
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
+        "ANSIBLE_PIPELINING": "True",
+        "ANSIBLE_FORCE_COLOR": "False",
+        "CARGOSHIP_REPORT_JSON": str(report_path),
+        "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
+        # The ansible-playbook installed beside this cargoship, also when cargoship is called by its path.
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    interrupted = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    try:
+        thread, runner = ansible_runner.run_async(
+            private_data_dir=str(private),
+            playbook=str(playbook_path(options.playbook)),
+            inventory=str(options.inventory.resolve()),
+            cmdline=" ".join(cmdline) or None,
+            envvars=envvars,
+            extravars=options.extravars,
+            limit=options.limit,
+            forks=options.forks,
+            verbosity=options.verbosity or None,
+            quiet=True,
+            event_handler=on_event,
+            cancel_callback=interrupted.is_set,
+        )
+        thread.join()
+        report = json.loads(report_path.read_text()) if report_path.exists() else None
+        unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
+        return RunOutcome(runner.rc if runner.rc is not None else 1, report, unreachable, run_id, interrupted.is_set())
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        shutil.rmtree(private, ignore_errors=True)
+
+
+def lock_holder_message(report: dict | None) -> str | None:
+    for phase in (report or {}).get("phases", []):
+        if phase["name"] == "lock" and phase["status"] == "failed":
+            for detail in phase["hosts"].values():
+                for message in detail.get("messages", []):
+                    if "locked by" in message:
+                        return message
+    return None
