@@ -64,12 +64,17 @@ lint: venv
 	$(VENV)/bin/ansible-lint --profile production --offline
 	$(MAKE) sanity
 
-# ansible-test needs the collection at ansible_collections/cargoship/engine: run it on a copy.
+# ansible-test needs the collection at ansible_collections/cargoship/engine, in a tree of its own (it lists
+# files with git): run it on a copy outside the checkout.
+SANITY_DIR := /tmp/cargoship-sanity/ansible_collections/cargoship/engine
+# ansible-test downloads a pip bootstrap script from a host this machine cannot reach; ours stands in.
+PIP_BOOTSTRAP = $(HOME)/.ansible/test/cache/get_pip_$(subst .,_,$(shell $(PY) -c 'from ansible_test._internal.python_requirements import get_venv_packages as g; from ansible_test._internal.host_configs import NativePythonConfig as N; print(g(N(version="3.11", path="python3"))["pip"])')).py
 sanity: venv
-	rm -rf .cache/sanity && mkdir -p .cache/sanity/ansible_collections/cargoship/engine
+	mkdir -p $(dir $(PIP_BOOTSTRAP)) && cp tests/tools/pip_bootstrap.py $(PIP_BOOTSTRAP)
+	rm -rf /tmp/cargoship-sanity && mkdir -p $(SANITY_DIR)
 	git ls-files -co --exclude-standard -z | grep -zv '^.collections/' | \
-	  tar --null -T - -cf - | tar -C .cache/sanity/ansible_collections/cargoship/engine -xf -
-	cd .cache/sanity/ansible_collections/cargoship/engine && \
+	  tar --null -T - -cf - | tar -C $(SANITY_DIR) -xf -
+	cd $(SANITY_DIR) && git init -q && git add -A && \
 	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-test sanity --python 3.11 --color no --requirements
 
 test: deps

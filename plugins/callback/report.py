@@ -37,7 +37,7 @@ import os
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
-from ansible_collections.cargoship.engine.plugins.module_utils._report import RunReport, render_text
+from ansible_collections.cargoship.engine.plugins.plugin_utils._report import RunReport, render_text
 
 
 class CallbackModule(CallbackBase):

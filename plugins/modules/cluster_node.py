@@ -19,7 +19,7 @@ description:
     V(labeled) sets O(labels) where they are missing or different.
   - In check mode nothing is changed; the module reports what it would do.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

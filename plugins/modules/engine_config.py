@@ -18,7 +18,7 @@ description:
     exist before it.
   - Registry credentials are masked in diffs and never returned.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

@@ -14,7 +14,7 @@ description:
   - Compares the installed version with O(desired_version) to tell an install, an upgrade,
     no change, or a downgrade apart.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

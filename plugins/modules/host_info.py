@@ -14,7 +14,7 @@ description:
     the firewall's input policy. Nothing is changed.
   - Much cheaper than full fact gathering; ask only for the groups you need.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

@@ -16,7 +16,7 @@ description:
   - The lock is created atomically (hard link of a complete temporary file), so two runs racing
     for a free lock cannot both win.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:
@@ -176,7 +176,7 @@ def main() -> None:
             except FileNotFoundError:
                 aside = None
             if aside:
-                moved, _ = read_lock(aside)
+                moved, _age = read_lock(aside)
                 if (moved or {}).get("run_id") != lock.get("run_id"):
                     # Another run took over between our look and our move: give its lock back.
                     os.link(aside, p["path"])
@@ -186,7 +186,7 @@ def main() -> None:
                     )
                 os.unlink(aside)
         if not write_new(p["path"], content):
-            winner, _ = read_lock(p["path"])
+            winner, _age = read_lock(p["path"])
             module.fail_json(msg=f"locked by {describe(winner or {})}, which took it a moment ago", held=True, **result)
         module.exit_json(**result)
 

@@ -13,7 +13,7 @@ description:
   - Marks the start of a phase for a host and how it runs (V(run), V(assess), V(unassessed),
     V(disabled)), or adds changes that a phase would make or made, for the report.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

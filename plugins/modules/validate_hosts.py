@@ -14,7 +14,7 @@ description:
     architecture is not one the engine ships for, a clock is skewed by more than O(max_clock_skew)
     seconds, or the firewall drops incoming traffic by default (the engine's ports would be unreachable).
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

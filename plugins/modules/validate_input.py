@@ -15,7 +15,7 @@ description:
     C(cargoship_registries.mirrors["docker.io"].endpont).
   - Unknown C(cargoship_*) variables (usually misspellings) are errors too.
 author:
-  - cargoship developers
+  - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
 attributes:

@@ -258,7 +258,7 @@ class Store:
         with self.lock:
             found = [
                 copy.deepcopy(obj)
-                for (group, plural, ns, _), obj in sorted(self.objects.items())
+                for (group, plural, ns, _name), obj in sorted(self.objects.items())
                 if group == resource.group
                 and plural == resource.plural
                 and (namespace is None or ns == namespace)
@@ -454,7 +454,7 @@ class Store:
                     if any(o.get("uid") == rs["metadata"]["uid"] for o in p["metadata"].get("ownerReferences", []))
                 ]
                 missing = int(rs.get("spec", {}).get("replicas", 1)) - len(owned)
-                for _ in range(max(0, missing)):
+                for _replica in range(max(0, missing)):
                     if not schedulable:
                         break
                     load = {n: 0 for n in schedulable}
@@ -758,7 +758,7 @@ def controllers(store: Store, stop: threading.Event) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--listen", required=True, help="HOST:PORT")
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)

@@ -248,7 +248,7 @@ def apiserver_args(config: dict) -> dict[str, str]:
     items = [raw] if isinstance(raw, str) else list(raw or [])
     args = {}
     for item in items:
-        key, _, value = str(item).partition("=")
+        key, _sep, value = str(item).partition("=")
         args[key.lstrip("-")] = value
     return args
 
@@ -514,7 +514,7 @@ class Engine:
         listener.settimeout(1)
         while not self.stopping.is_set():
             try:
-                client, _ = listener.accept()
+                client, _address = listener.accept()
             except TimeoutError:
                 continue
             try:
