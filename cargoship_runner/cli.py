@@ -26,7 +26,7 @@ from cargoship_runner.runner import (
 )
 
 console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True)
 STATUS_STYLE = {
     "ran": "green",
     "would run": "yellow",

@@ -106,9 +106,12 @@ class LabManager:
     def __init__(self) -> None:
         self.current: RunningLab | None = None
 
-    def get(self, hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "") -> RunningLab:
+    def get(
+        self, hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "", fresh: bool = False
+    ) -> RunningLab:
+        """The lab in this shape; ``fresh`` starts a new one even if one of this shape is up (its hosts may have changed)."""
         shape = Shape(hosts, controllers, engine, version)
-        if self.current is None or self.current.shape != shape:
+        if fresh or self.current is None or self.current.shape != shape:
             self.teardown()
             self.current = RunningLab(labctl.up(hosts, controllers, engine, version), shape)
         return self.current

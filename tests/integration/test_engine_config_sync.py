@@ -1,0 +1,187 @@
+"""engine-config-sync end to end on the lab: dry run, real run, idempotence, one report for both entry points."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+CANARY = "demo-registry-password-c4n4ry"
+WATCHED = "/etc/rancher /var/lib/rancher/{engine}/server /var/lib/cargoship"
+
+
+def cargoship(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+def snapshot(lab) -> dict:
+    """Every watched file with its content hash and mtime, plus engine service state, per host."""
+    state = {}
+    for name in lab.hosts:
+        files = lab.sh(
+            name,
+            f"find {WATCHED.format(engine=lab.engine)} -type f -not -path '*/lab/*' -printf '%p %T@ ' "
+            "-exec sha256sum {} \\; 2>/dev/null | sort",
+            check=False,
+        ).stdout
+        services = lab.sh(name, f"systemctl show -p MainPID,ActiveState {lab.service(name)}").stdout
+        state[name] = (files, services, lab.starts(name))
+    return state
+
+
+@pytest.fixture(scope="module")
+def fleet(lab_manager):
+    lab = lab_manager.get(hosts=3, controllers=1, engine="k3s", fresh=True)
+    group_vars = lab.state / "group_vars"
+    group_vars.mkdir(exist_ok=True)
+    shutil.copy(REPO / "examples" / "group_vars" / "all.yml", group_vars / "all.yml")
+    return lab
+
+
+def phase(report: dict, name: str) -> dict:
+    return next(p for p in report["phases"] if p["name"] == name)
+
+
+def test_dry_run_reports_the_work_and_changes_nothing(fleet, tmp_path):
+    before = snapshot(fleet)
+    result = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(fleet.inventory),
+        "--dry-run",
+        "--detailed-exitcode",
+        "--report-json",
+        str(tmp_path / "r.json"),
+        "-vvvv",
+    )
+    assert result.returncode == 2, result.stdout + result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["dry_run"] is True and report["work_found"] is True
+    assert [p["name"] for p in report["phases"]] == [
+        "connect",
+        "detect_os",
+        "lock",
+        "host_facts",
+        "validate_hosts",
+        "distro_facts",
+        "sync_controller",
+        "sync_worker",
+        "kubeconfig",
+        "label_nodes",
+        "unlock",
+        "disconnect",
+    ]
+    for read_only in ("connect", "detect_os", "host_facts", "validate_hosts", "distro_facts"):
+        assert phase(report, read_only) | {"hosts": None} == phase(report, read_only) | {"status": "ran", "hosts": None}
+    assert phase(report, "unlock")["status"] == "unassessed"
+    controller = phase(report, "sync_controller")
+    assert controller["status"] == "would run" and set(controller["hosts"]) == {"c1"}
+    files = {c["file"] for c in controller["hosts"]["c1"]["changes"] if isinstance(c, dict)}
+    assert "/etc/rancher/k3s/registries.yaml" in files
+    assert "/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml" in files
+    worker_changes = phase(report, "sync_worker")["hosts"]["w1"]["changes"]
+    assert "restart k3s-agent" in worker_changes
+    # Audit and pod-security files exist on controllers only.
+    assert not any("audit" in c["file"] for c in worker_changes if isinstance(c, dict))
+    assert CANARY not in result.stdout + result.stderr + (tmp_path / "r.json").read_text()
+    assert snapshot(fleet) == before, "a dry run changed a host"
+
+
+def test_check_mode_report_of_ansible_playbook_equals_the_cli_report(fleet, tmp_path):
+    cli = cargoship(
+        "engine-config-sync", "-i", str(fleet.inventory), "--dry-run", "--report-json", str(tmp_path / "cli.json")
+    )
+    assert cli.returncode == 0, cli.stderr
+    playbook = subprocess.run(
+        ["ansible-playbook", "-i", str(fleet.inventory), "cargoship.engine.engine_config_sync", "--check", "--diff"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**__import__("os").environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "pb.json")},
+    )
+    assert playbook.returncode == 0, playbook.stdout[-3000:]
+    assert json.loads((tmp_path / "pb.json").read_text()) == json.loads((tmp_path / "cli.json").read_text())
+    assert "sync_controller  reported, not run          would run" in playbook.stdout
+
+
+def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp_path):
+    starts_before = {name: fleet.starts(name) for name in fleet.hosts}
+    result = cargoship(
+        "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "r.json")
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert CANARY not in result.stdout + result.stderr
+    for name in fleet.hosts:
+        assert fleet.starts(name) == starts_before[name] + 1, f"{name} was not restarted exactly once"
+        loaded = fleet.loaded(name)
+        assert loaded["registry_mirrors"] == ["docker.io"]
+        assert fleet.node_ready(name) == "True"
+        assert not fleet.core.read_node(name).spec.unschedulable
+        mode = fleet.sh(name, "stat -c '%a %U' /etc/rancher/k3s/registries.yaml").stdout.split()
+        assert mode == ["600", "root"]
+    assert fleet.loaded("c1")["server_files"] == {
+        "audit-policy": "/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml",
+        "pod-security": "/var/lib/rancher/k3s/server/cargoship-pod-security.yaml",
+    }
+    # Controllers first, then workers one at a time (work concurrency 1).
+    order = sorted(fleet.hosts, key=lambda n: fleet.loaded(n)["started_at"])
+    assert order == ["c1", "w1", "w2"]
+    assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, "lock not released"
+    charts = fleet.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
+    assert [c["metadata"]["name"] for c in charts["items"]] == ["traefik"]
+
+    again = cargoship(
+        "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "again.json")
+    )
+    assert again.returncode == 0, again.stderr
+    report = json.loads((tmp_path / "again.json").read_text())
+    assert phase(report, "sync_controller")["status"] == "nothing to do"
+    assert phase(report, "sync_worker")["status"] == "nothing to do"
+    assert {name: fleet.starts(name) for name in fleet.hosts} == {n: starts_before[n] + 1 for n in fleet.hosts}
+
+
+def test_only_the_drifted_node_is_restarted(fleet):
+    fleet.sh("w2", "sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/k3s/registries.yaml")
+    starts = {name: fleet.starts(name) for name in fleet.hosts}
+    result = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    assert result.returncode == 0, result.stderr
+    assert {name: fleet.starts(name) - starts[name] for name in fleet.hosts} == {"c1": 0, "w1": 0, "w2": 1}
+
+
+def test_a_held_lock_stops_the_run_naming_its_holder(fleet):
+    fleet.sh(
+        "w1",
+        'mkdir -p /var/lib/cargoship && echo \'{"run_id": "other-run", "holder": {"user": "alice"}}\' '
+        "> /var/lib/cargoship/lock.json",
+    )
+    try:
+        result = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+        assert result.returncode == 4, result.stdout + result.stderr
+        assert "locked by run other-run (user=alice" in result.stderr
+        # Our own locks on the other hosts were released after the failure.
+        assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+    finally:
+        fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
+
+
+def test_misspelled_input_is_rejected_before_any_host_is_contacted(fleet, tmp_path):
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    shutil.copy(fleet.inventory, inventory / "hosts.yml")
+    (inventory / "group_vars" / "all.yml").write_text(
+        "cargoship_registries:\n  mirrors:\n    docker.io:\n      endpont: [https://m.example]\n"
+    )
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    assert result.returncode == 1
+    assert (
+        "cargoship_registries.mirrors[\"docker.io\"].endpont: unknown key (did you mean 'endpoint'?)"
+        in result.stdout + result.stderr
+    )
+    assert "Open the SSH session" not in result.stdout
