@@ -48,12 +48,18 @@ lab-up: deps
 lab-down:
 	@if [ -x $(PY) ]; then $(PY) tests/lab/labctl.py down; else python3 tests/lab/labctl.py down; fi
 
+# The main job: three test hosts whose engine config drifted from examples/group_vars/all.yml,
+# a dry run showing what would change, the real run, and a second dry run showing nothing to do.
 demo: deps
-	@trap '$(PY) tests/lab/labctl.py down' EXIT; \
-	$(PY) tests/lab/labctl.py up --hosts 3 --engine $(ENGINE) && \
-	echo "== ansible -m ping over SSH to every host" && \
-	$(VENV)/bin/ansible -i .lab/inventory.yml all -m ansible.builtin.ping -o && \
-	echo "== the cluster as the Kubernetes API sees it" && \
+	@trap '$(PY) tests/lab/labctl.py down' EXIT; set -e; \
+	$(PY) tests/lab/labctl.py up --hosts 3 --engine $(ENGINE); \
+	mkdir -p .lab/group_vars && cp examples/group_vars/all.yml .lab/group_vars/all.yml; \
+	echo; echo "== 1. dry run: what would change (nothing is touched)"; \
+	$(VENV)/bin/cargoship engine-config-sync -i .lab/inventory.yml --dry-run; \
+	echo; echo "== 2. the real run"; \
+	$(VENV)/bin/cargoship engine-config-sync -i .lab/inventory.yml --confirm; \
+	echo; echo "== 3. dry run again: nothing to do (exit 0 with --detailed-exitcode)"; \
+	$(VENV)/bin/cargoship engine-config-sync -i .lab/inventory.yml --dry-run --detailed-exitcode; \
 	kubectl --kubeconfig .lab/kubeconfig get nodes
 
 unit: venv
