@@ -17,3 +17,15 @@ attributes:
     description:
       - When run twice in a row outside check mode, with the same arguments, the second invocation indicates no change.
 """
+
+    # The support of a module that changes no files: full check mode, no diff, idempotent.
+    NO_DIFF = r"""
+options: {}
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: none
+  idempotent:
+    support: full
+"""

@@ -38,6 +38,13 @@ REGISTRY_SCHEMA = {
     ),
 }
 CHART_SCHEMA = {"namespace": "str", "values": "any"}
+# How each engine is told about the audit policy and the pod-security admission file: RKE2 has
+# top-level config keys; k3s ignores those silently, so there they go through kube-apiserver-arg.
+RKE2_KEYS = {"audit_policy": "audit-policy-file", "pod_security": "pod-security-admission-config-file"}
+K3S_APISERVER_ARGS = {
+    "audit_policy": ("audit-policy-file={audit_policy}", "audit-log-path={audit_log}"),
+    "pod_security": ("admission-control-config-file={pod_security}",),
+}
 
 
 class InputError(ValueError):
@@ -225,32 +232,14 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
     if node_role == "server":
         dropin: dict = {}
         apiserver_args = []
-        if state.get("audit_policy") is not None:
-            files.append(
-                {
-                    "path": paths["audit_policy"],
-                    "content": _yaml(state["audit_policy"]),
-                    "restart": True,
-                    "kind": "audit_policy",
-                }
-            )
+        for kind in ("audit_policy", "pod_security"):
+            if state.get(kind) is None:
+                continue
+            files.append({"path": paths[kind], "content": _yaml(state[kind]), "restart": True, "kind": kind})
             if engine == "rke2":
-                dropin["audit-policy-file"] = paths["audit_policy"]
+                dropin[RKE2_KEYS[kind]] = paths[kind]
             else:
-                apiserver_args += [f"audit-policy-file={paths['audit_policy']}", f"audit-log-path={paths['audit_log']}"]
-        if state.get("pod_security") is not None:
-            files.append(
-                {
-                    "path": paths["pod_security"],
-                    "content": _yaml(state["pod_security"]),
-                    "restart": True,
-                    "kind": "pod_security",
-                }
-            )
-            if engine == "rke2":
-                dropin["pod-security-admission-config-file"] = paths["pod_security"]
-            else:
-                apiserver_args.append(f"admission-control-config-file={paths['pod_security']}")
+                apiserver_args += [arg.format(**paths) for arg in K3S_APISERVER_ARGS[kind]]
         if apiserver_args:
             # "+" appends to what config.yaml already passes to kube-apiserver instead of replacing it.
             dropin["kube-apiserver-arg+"] = apiserver_args

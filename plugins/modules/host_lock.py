@@ -19,13 +19,7 @@ author:
   - cargoship developers (@cargoship)
 extends_documentation_fragment:
   - cargoship.engine._attributes
-attributes:
-  check_mode:
-    support: full
-  diff_mode:
-    support: none
-  idempotent:
-    support: full
+  - cargoship.engine._attributes.no_diff
 options:
   state:
     description:

@@ -78,7 +78,7 @@ def test_dry_run_reports_the_work_and_changes_nothing(fleet, tmp_path):
         "disconnect",
     ]
     for read_only in ("connect", "detect_os", "host_facts", "validate_hosts", "distro_facts"):
-        assert phase(report, read_only) | {"hosts": None} == phase(report, read_only) | {"status": "ran", "hosts": None}
+        assert phase(report, read_only)["status"] == "ran", read_only
     assert phase(report, "unlock")["status"] == "unassessed"
     controller = phase(report, "sync_controller")
     assert controller["status"] == "would run" and set(controller["hosts"]) == {"c1"}

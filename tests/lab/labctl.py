@@ -595,13 +595,6 @@ def up(hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str =
     return lab
 
 
-def load() -> Lab:
-    data = json.loads((STATE / "lab.json").read_text())
-    lab = Lab([Host(h["name"], h["address"], h["role"]) for h in data["hosts"]], data["engine"], data["version"])
-    lab.token = (STATE / "api-token").read_text().strip()
-    return lab
-
-
 def down(log=print) -> None:
     """Remove every trace of a lab, also one a crashed run left half built. Safe to run twice."""
     # SSH connections into the lab (ansible's ControlPersist masters among them) go first.

@@ -141,7 +141,7 @@ def test_replicaset_replaces_evicted_pod_on_a_schedulable_ready_node(store):
     assert placed == ["n2", "n2"]
 
 
-def test_node_without_heartbeat_turns_unknown(store, monkeypatch):
+def test_node_without_heartbeat_turns_unknown(store):
     nodes = kd.BY_PATH[("", "v1", "nodes")]
     store.create(
         nodes, "", {"metadata": {"name": "n1"}, "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
