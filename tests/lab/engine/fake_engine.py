@@ -174,6 +174,7 @@ FLAVOR_KEYS = {
     },
 }
 REGISTRIES_KEYS = {"mirrors", "configs"}
+AUDIT_LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 
 
 class EngineError(Exception):
@@ -281,6 +282,13 @@ def check_server_file(kind: str, path: str) -> None:
         raise EngineError(f"kube-apiserver exited: {kind} file {path} is not a valid {kind_name}")
     if kind == "audit-policy" and not isinstance(data.get("rules"), list):
         raise EngineError(f"kube-apiserver exited: audit policy {path} has no rules list")
+    if kind == "audit-policy":
+        for index, rule in enumerate(data["rules"]):
+            level = rule.get("level") if isinstance(rule, dict) else None
+            if level not in AUDIT_LEVELS:
+                raise EngineError(
+                    f"kube-apiserver exited: audit policy {path}: rules[{index}].level: Unsupported value: {level!r}"
+                )
 
 
 def load_registries(flavor: str, config: dict) -> tuple[dict, dict[str, str]]:

@@ -1,0 +1,107 @@
+"""When a node fails during the sync, nothing is lost: it gets its previous config back, runs, is
+uncordoned, and the rollout stops before the next node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cargoship(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def fleet(lab_manager):
+    """Two controllers and a worker, converged to the example desired state."""
+    lab = lab_manager.get(hosts=3, controllers=2, engine="k3s", fresh=True)
+    (lab.state / "group_vars").mkdir(exist_ok=True)
+    shutil.copy(REPO / "examples" / "group_vars" / "all.yml", lab.state / "group_vars" / "all.yml")
+    converged = cargoship("engine-config-sync", "-i", str(lab.inventory), "--confirm")
+    assert converged.returncode == 0, converged.stdout + converged.stderr
+    return lab
+
+
+def inventory_with(lab, tmp_path: Path, **overrides) -> Path:
+    """The lab inventory with the example desired state changed by ``overrides``."""
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    shutil.copy(lab.inventory, inventory / "hosts.yml")
+    desired = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    desired.update(overrides)
+    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
+    return inventory
+
+
+def engine_files(lab, name: str) -> str:
+    return lab.sh(
+        name,
+        "cd / && find etc/rancher var/lib/rancher/k3s/server -type f -not -path '*/lab/*' "
+        "-not -name k3s.yaml -exec sha256sum {} + | sort",
+    ).stdout
+
+
+def test_engine_refusing_new_config_is_rolled_back_and_the_rollout_stops(fleet, tmp_path):
+    broken_policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
+    inventory = inventory_with(fleet, tmp_path, cargoship_audit_policy=broken_policy)
+    before = {name: (engine_files(fleet, name), fleet.starts(name)) for name in fleet.hosts}
+
+    result = cargoship(
+        "engine-config-sync", "-i", str(inventory), "--confirm", "--report-json", str(tmp_path / "r.json")
+    )
+
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    sync = next(p for p in report["phases"] if p["name"] == "sync_controller")
+    assert sync["status"] == "failed"
+    message = " ".join(sync["hosts"]["c1"]["messages"])
+    assert "Previous configuration restored" in message and "The rollout stopped before the next node" in message
+    # c1: previous files back, engine running on them, Ready, schedulable.
+    assert engine_files(fleet, "c1") == before["c1"][0]
+    assert fleet.sh("c1", "systemctl is-active k3s").stdout.strip() == "active"
+    assert fleet.node_ready("c1") == "True"
+    assert not fleet.core.read_node("c1").spec.unschedulable
+    assert fleet.sh("c1", "test -e /var/lib/rancher/k3s/server/.cargoship-*", check=False).returncode != 0
+    # Nobody after c1 was touched, and no lock was left behind.
+    for name in ("c2", "w1"):
+        assert (engine_files(fleet, name), fleet.starts(name)) == before[name], f"{name} was touched"
+    for name in fleet.hosts:
+        assert fleet.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+
+
+def test_drain_blocked_by_a_budget_is_bounded_and_leaves_the_node_as_it_was(fleet, tmp_path):
+    inventory = inventory_with(fleet, tmp_path, cargoship_drain_timeout=6)
+    fleet.sh("w1", "sed -i 's/registry.internal.example/elsewhere.example/' /etc/rancher/k3s/registries.yaml")
+    drifted = engine_files(fleet, "w1")
+    starts = fleet.starts("w1")
+    fleet.policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "web-all"},
+            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    try:
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    finally:
+        fleet.policy.delete_namespaced_pod_disruption_budget("web-all", "default")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "did not finish within 6s" in result.stdout + result.stderr
+    assert "a PodDisruptionBudget does not allow it yet" in result.stdout + result.stderr
+    assert not fleet.core.read_node("w1").spec.unschedulable, "w1 left cordoned"
+    assert fleet.starts("w1") == starts, "the engine must not restart when the drain failed"
+    assert engine_files(fleet, "w1") == drifted, "nothing may be written when the drain failed"
+    # Once the budget allows it, a re-run completes.
+    assert cargoship("engine-config-sync", "-i", str(inventory), "--confirm").returncode == 0
+    assert fleet.starts("w1") == starts + 1
