@@ -76,6 +76,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         "ANSIBLE_FORCE_COLOR": "False",
         "CARGOSHIP_REPORT_JSON": str(report_path),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
+        # The run must not outlive this process: the lock keeper ends it if this process dies.
+        "CARGOSHIP_CLI_PID": str(os.getpid()),
         # The ansible-playbook installed beside this cargoship, also when cargoship is called by its path.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }

@@ -28,6 +28,7 @@ OPTIONS = {
     "cargoship_drain_timeout": "int",
     "cargoship_ready_timeout": "int",
     "cargoship_lock_stale_after": "int",
+    "cargoship_lock_touch_interval": "int",
     "cargoship_controllers_group": "str",
     "cargoship_workers_group": "str",
     "cargoship_run_id": "str",

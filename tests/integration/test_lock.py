@@ -1,0 +1,112 @@
+"""The exclusive host lock: a live run never loses it, a dead run's lock goes stale on its own."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+LOCK = "/var/lib/cargoship/lock.json"
+STALE_AFTER = 6
+
+
+def cargoship(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+def start_cargoship(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(["cargoship", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.fixture
+def fleet(lab_manager):
+    """A fresh controller and worker whose config drifted, with a short stale window, and a
+    PodDisruptionBudget that holds the first drain until the test deletes it."""
+    lab = lab_manager.get(hosts=2, controllers=1, engine="k3s", fresh=True)
+    desired = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    desired.update(cargoship_lock_stale_after=STALE_AFTER, cargoship_lock_touch_interval=2, cargoship_drain_timeout=90)
+    (lab.state / "group_vars").mkdir(exist_ok=True)
+    (lab.state / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
+    lab.policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "hold"},
+            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    yield lab
+    if any(p.metadata.name == "hold" for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
+        lab.policy.delete_namespaced_pod_disruption_budget("hold", "default")
+
+
+def wait_for(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def lock_age(lab, host: str) -> float | None:
+    out = lab.sh(host, f"test -e {LOCK} && echo $(( $(date +%s) - $(stat -c %Y {LOCK}) ))", check=False).stdout.strip()
+    return float(out) if out else None
+
+
+def keepers() -> list[str]:
+    return subprocess.run(
+        ["pgrep", "-f", "_lock_keeper.py"], capture_output=True, text=True, check=False
+    ).stdout.split()
+
+
+def test_a_live_run_keeps_its_lock_through_a_drain_longer_than_the_stale_window(fleet):
+    first = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    try:
+        wait_for(lambda: fleet.core.read_node("c1").spec.unschedulable, "the first run to start draining c1")
+        time.sleep(STALE_AFTER * 2)
+        for host in fleet.hosts:
+            assert lock_age(fleet, host) < STALE_AFTER, f"lock on {host} went stale under a live run"
+        second = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+        assert second.returncode == 4, second.stdout + second.stderr
+        assert "locked by run" in second.stderr
+    finally:
+        fleet.policy.delete_namespaced_pod_disruption_budget("hold", "default")
+    output, _ = first.communicate(timeout=300)
+    assert first.returncode == 0, output
+    for host in fleet.hosts:
+        assert lock_age(fleet, host) is None, f"lock left on {host}"
+    wait_for(lambda: not keepers(), "the keeper to exit with its run", timeout=10)
+
+
+def test_a_killed_run_leaves_a_lock_that_goes_stale_and_the_next_run_takes_over(fleet):
+    first = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    wait_for(lambda: fleet.core.read_node("c1").spec.unschedulable, "the first run to start draining c1")
+    assert keepers(), "no keeper while a run holds its locks"
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=10)
+    # The run does not go on unsupervised, and nothing keeps touching the locks.
+    wait_for(lambda: not keepers(), "the keeper to end with the killed command", timeout=20)
+    playbooks = subprocess.run(
+        ["pgrep", "-f", f"ansible-playbook -i {fleet.inventory}"], capture_output=True, text=True, check=False
+    )
+    assert playbooks.stdout.split() == [], "ansible-playbook outlived the killed cargoship command"
+    age = lock_age(fleet, "c1")
+    assert age is not None, "the killed run's lock should still be there, going stale"
+    time.sleep(4)
+    assert lock_age(fleet, "c1") >= age + 3, "something still touches the dead run's lock"
+
+    fleet.policy.delete_namespaced_pod_disruption_budget("hold", "default")
+    wait_for(lambda: lock_age(fleet, "c1") > STALE_AFTER, "the lock to go stale", timeout=30)
+    second = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    assert second.returncode == 0, second.stdout + second.stderr
+    for host in fleet.hosts:
+        assert lock_age(fleet, host) is None
+        assert not fleet.core.read_node(host).spec.unschedulable, f"{host} left cordoned"
+        assert fleet.loaded(host)["registry_mirrors"] == ["docker.io"]
