@@ -53,21 +53,34 @@ def main() -> None:
     """
 
 
-def progress(event: dict) -> bool:
-    """Live progress from ansible-runner events: each phase as it starts on each host, and failures."""
-    data = event.get("event_data") or {}
-    host = data.get("host") or ""
-    result = data.get("res") or {}
-    marker = result.get("cargoship_phase") if isinstance(result, dict) else None
-    if event.get("event") == "runner_on_ok" and marker and marker.get("mode"):
-        label = {"run": "", "assess": " (assessing)", "unassessed": " (unassessed)", "disabled": " (disabled)"}[
-            marker["mode"]
-        ]
-        console.print(f"  [cyan]{marker['phase']:<16}[/cyan] {host}{label}")
-    elif event.get("event") in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
-        message = result.get("msg", "") if isinstance(result, dict) else ""
-        errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
-    return True
+# Task names of the node_sync role that open and close the window in which a node is not as it was.
+OPENS_NODE, CLOSES_NODE = "Drain the node", "Uncordon the node"
+
+
+class Progress:
+    """Live progress from ansible-runner events (each phase as it starts on each host, and failures),
+    and which nodes this run has started to drain and not yet given back (``in_flight``)."""
+
+    def __init__(self) -> None:
+        self.in_flight: set[str] = set()
+
+    def __call__(self, event: dict) -> bool:
+        data = event.get("event_data") or {}
+        host = data.get("host") or ""
+        result = data.get("res") or {}
+        marker = result.get("cargoship_phase") if isinstance(result, dict) else None
+        kind = event.get("event")
+        if kind == "runner_on_start" and data.get("task") == OPENS_NODE:
+            self.in_flight.add(host)
+        elif kind == "runner_on_ok" and data.get("task") == CLOSES_NODE and "ready" in result:
+            self.in_flight.discard(host)
+        if kind == "runner_on_ok" and marker and marker.get("mode"):
+            label = {"run": "", "assess": " (assessing)", "unassessed": " (unassessed)", "disabled": " (disabled)"}
+            console.print(f"  [cyan]{marker['phase']:<16}[/cyan] {host}{label[marker['mode']]}")
+        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+            message = result.get("msg", "") if isinstance(result, dict) else ""
+            errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
+        return True
 
 
 def render_report(report: dict) -> None:
@@ -167,17 +180,20 @@ def engine_config_sync(
         "engine_config_sync", inventory, dry_run, limit, concurrency, extravars, vault_password_file, verbose
     )
     console.print(f"cargoship engine-config-sync — {'dry run' if dry_run else 'real run'} on {inventory}")
+    progress = Progress()
     outcome = run_playbook(options, progress)
     if outcome.report:
         render_report(outcome.report)
         if report_json:
             report_json.write_text(json.dumps(outcome.report, indent=2))
-    else:
+    elif not outcome.interrupted:
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report; rerun with -v for details")
+    if outcome.interrupted and progress.in_flight:
+        recover(options, outcome.run_id, sorted(progress.in_flight))
     if not dry_run and outcome.rc != 0:
         release_own_locks(options, outcome.run_id)
     if outcome.interrupted:
-        errors.print("interrupted: this run's locks were released; see the report for nodes it had started on")
+        errors.print("interrupted")
         sys.exit(EXIT_INTERRUPTED)
     if outcome.unreachable:
         errors.print(f"unreachable: {', '.join(outcome.unreachable)}")
@@ -191,6 +207,40 @@ def engine_config_sync(
     if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
         sys.exit(EXIT_WORK_FOUND)
     sys.exit(EXIT_OK)
+
+
+def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
+    """After Ctrl-C (rescue blocks do not run on SIGINT): put the nodes this run had started on back as they were."""
+    errors.print(
+        f"interrupted while working on {', '.join(nodes)}: putting them back as they were (Ctrl-C again to stop)"
+    )
+    recovery = RunOptions(
+        "recover",
+        options.inventory,
+        False,
+        ",".join(nodes),
+        options.forks,
+        {"cargoship_run_id": run_id},
+        options.vault_password_file,
+    )
+    states: dict[str, str] = {}
+
+    def collect(event: dict) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") == "runner_on_ok" and data.get("task") == "Report the node's state":
+            states[data["host"]] = (data.get("res") or {}).get("msg", "")
+        return True
+
+    outcome = run_playbook(recovery, collect)
+    for node in nodes:
+        if node in states:
+            errors.print(f"  {states[node]}")
+        else:
+            errors.print(
+                f"  {node}: NOT recovered{' (stopped by Ctrl-C)' if outcome.interrupted else ''}. It may be cordoned, its engine "
+                f"stopped or its files new. To resume: rerun engine-config-sync, or run the recovery alone with "
+                f"`ansible-playbook -i {options.inventory} cargoship.engine.recover -e cargoship_run_id={run_id} --limit {node}`"
+            )
 
 
 def release_own_locks(options: RunOptions, run_id: str) -> None:

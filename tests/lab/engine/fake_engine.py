@@ -200,6 +200,14 @@ def engine_version(flavor: str) -> str:
         return DEFAULT_VERSIONS[flavor]
 
 
+def start_delay() -> float:
+    try:
+        with open(os.path.join(LAB_DIR, "start-delay"), encoding="utf-8") as handle:
+            return float(handle.read().strip() or 0)
+    except (FileNotFoundError, ValueError):
+        return 0.0
+
+
 def sha256_of(path: str) -> str:
     with open(path, "rb") as handle:
         return hashlib.sha256(handle.read()).hexdigest()
@@ -536,6 +544,11 @@ class Engine:
 
     # -- life cycle ---------------------------------------------------------------------------------
     def run(self) -> int:
+        delay = start_delay()
+        if delay:
+            # A test can make start-up take a while, to act while a restart is in progress.
+            log("info", f"start-up delayed {delay}s by {LAB_DIR}/start-delay")
+            time.sleep(delay)
         try:
             loaded = self.load()
         except EngineError as exc:
