@@ -24,6 +24,7 @@ OPTIONS = {
     "cargoship_api_kubeconfig": "str",
     "cargoship_kubeconfig_update": "bool",
     "cargoship_kubeconfig_path": "str",
+    "cargoship_cluster_name": "str",
     "cargoship_label_nodes": "bool",
     "cargoship_drain_timeout": "int",
     "cargoship_ready_timeout": "int",

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytestmark = pytest.mark.lab
 
@@ -185,3 +186,70 @@ def test_misspelled_input_is_rejected_before_any_host_is_contacted(fleet, tmp_pa
         in result.stdout + result.stderr
     )
     assert "Open the SSH session" not in result.stdout
+
+
+def test_kubeconfig_phase_merges_the_cluster_into_a_local_kubeconfig(fleet, tmp_path):
+    local = tmp_path / "config"
+    local.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "other",
+                "clusters": [{"name": "other", "cluster": {"server": "https://other:6443"}}],
+                "users": [{"name": "other", "user": {"token": "keep-me"}}],
+                "contexts": [{"name": "other", "context": {"cluster": "other", "user": "other"}}],
+            }
+        )
+    )
+    inventory = tmp_path / "inventory"
+    (inventory / "group_vars").mkdir(parents=True)
+    shutil.copy(fleet.inventory, inventory / "hosts.yml")
+    desired = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    desired.update(cargoship_kubeconfig_path=str(local), cargoship_cluster_name="lab")
+    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
+    before = local.read_text()
+
+    dry = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--dry-run",
+        "--kubeconfig",
+        "--report-json",
+        str(tmp_path / "d.json"),
+    )
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assessed = phase(json.loads((tmp_path / "d.json").read_text()), "kubeconfig")
+    assert assessed["status"] == "would run"
+    assert local.read_text() == before
+    token = fleet.lab.token
+    assert token not in dry.stdout + dry.stderr + (tmp_path / "d.json").read_text()
+
+    real = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--kubeconfig")
+    assert real.returncode == 0, real.stdout + real.stderr
+    assert token not in real.stdout + real.stderr
+    merged = yaml.safe_load(local.read_text())
+    assert merged["current-context"] == "other", "an existing current context must be kept"
+    assert {c["name"] for c in merged["contexts"]} == {"other", "lab"}
+    assert oct(local.stat().st_mode & 0o777) == "0o600"
+    nodes = subprocess.run(
+        ["kubectl", "--kubeconfig", str(local), "--context", "lab", "get", "nodes", "-o", "name"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert nodes.returncode == 0, nodes.stderr
+    assert sorted(nodes.stdout.split()) == [f"node/{n}" for n in sorted(fleet.hosts)]
+    again = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--confirm",
+        "--kubeconfig",
+        "--report-json",
+        str(tmp_path / "a.json"),
+    )
+    assert again.returncode == 0, again.stderr
+    assert phase(json.loads((tmp_path / "a.json").read_text()), "kubeconfig")["status"] == "nothing to do"

@@ -1,0 +1,174 @@
+#!/usr/bin/python
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: local_kubeconfig
+short_description: Merge a cluster's admin kubeconfig into a kubeconfig file
+version_added: 0.1.0
+description:
+  - Takes the admin kubeconfig a k3s or RKE2 server writes, points it at O(server), and merges its
+    cluster, user and context into O(path) under O(name), replacing entries of that name and leaving
+    every other entry alone. The current context is set to O(name) only if the file had none.
+  - Written atomically, mode 0600. Credentials are never returned and are masked in the diff.
+author:
+  - cargoship developers (@cargoship)
+extends_documentation_fragment:
+  - cargoship.engine._attributes
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+  idempotent:
+    support: full
+requirements:
+  - PyYAML
+options:
+  path:
+    description: The kubeconfig file to update; created if missing.
+    type: path
+    required: true
+  admin_kubeconfig:
+    description: Content of the server's admin kubeconfig.
+    type: str
+    required: true
+  server:
+    description: API address to use instead of the one in O(admin_kubeconfig), e.g. V(https://10.0.0.1:6443).
+    type: str
+    required: true
+  name:
+    description: Name of the cluster, user and context entries.
+    type: str
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Merge the cluster into ~/.kube/config
+  cargoship.engine.local_kubeconfig:
+    path: ~/.kube/config
+    admin_kubeconfig: "{{ admin_kubeconfig.content | b64decode }}"
+    server: https://10.0.0.11:6443
+    name: production
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+changes:
+  description: What was (or would be) done to the file.
+  returned: always
+  type: list
+  elements: dict
+"""
+
+import copy
+import difflib
+import os
+import tempfile
+
+from ansible.module_utils.basic import AnsibleModule
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:
+    HAS_YAML = False
+
+SECRET_KEYS = ("client-key-data", "client-certificate-data", "token", "password")
+
+
+def masked(config: dict) -> str:
+    shown = copy.deepcopy(config)
+    for user in shown.get("users") or []:
+        for key in SECRET_KEYS:
+            if key in (user.get("user") or {}):
+                user["user"][key] = "********"
+    return yaml.safe_dump(shown, sort_keys=False)
+
+
+def upsert(entries: list, name: str, key: str, value: dict) -> list:
+    kept = [entry for entry in entries or [] if entry.get("name") != name]
+    return [*kept, {"name": name, key: value}]
+
+
+def merged(current: dict, admin: dict, server: str, name: str) -> dict:
+    cluster = dict(admin["clusters"][0]["cluster"], server=server)
+    user = admin["users"][0]["user"]
+    result = dict(current) if current else {"apiVersion": "v1", "kind": "Config", "preferences": {}}
+    result["clusters"] = upsert(result.get("clusters"), name, "cluster", cluster)
+    result["users"] = upsert(result.get("users"), name, "user", user)
+    result["contexts"] = upsert(result.get("contexts"), name, "context", {"cluster": name, "user": name})
+    if not result.get("current-context"):
+        result["current-context"] = name
+    return result
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "path": {"type": "path", "required": True},
+            "admin_kubeconfig": {"type": "str", "required": True, "no_log": True},
+            "server": {"type": "str", "required": True},
+            "name": {"type": "str", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    if not HAS_YAML:
+        module.fail_json(msg="PyYAML is required on the control host")
+    p = module.params
+    try:
+        admin = yaml.safe_load(p["admin_kubeconfig"])
+        usable = isinstance(admin["clusters"][0]["cluster"], dict) and isinstance(admin["users"][0]["user"], dict)
+    except (yaml.YAMLError, KeyError, IndexError, TypeError):
+        usable = False
+    if not usable:
+        module.fail_json(msg="the admin kubeconfig from the server is not a usable kubeconfig")
+    path = p["path"]
+    if os.path.islink(path):
+        module.fail_json(msg=f"refusing to write {path}: it is a symbolic link")
+    current = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as handle:
+            try:
+                current = yaml.safe_load(handle) or {}
+            except yaml.YAMLError as exc:
+                module.fail_json(msg=f"{path} is not valid YAML, not touching it: {exc}")
+    wanted = merged(current, admin, p["server"], p["name"])
+    if wanted == current:
+        module.exit_json(changed=False, changes=[])
+    changes = [
+        {
+            "path": path,
+            "action": "update" if current else "create",
+            "diff": "".join(
+                difflib.unified_diff(
+                    masked(current).splitlines(True) if current else [], masked(wanted).splitlines(True), path, path
+                )
+            ),
+        }
+    ]
+    result = {"changed": True, "changes": changes}
+    if module._diff:
+        result["diff"] = {
+            "before": masked(current) if current else "",
+            "after": masked(wanted),
+            "before_header": path,
+            "after_header": path,
+        }
+    if not module.check_mode:
+        directory = os.path.dirname(os.path.abspath(path))
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".kubeconfig-", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), 0o600)
+            yaml.safe_dump(wanted, handle, sort_keys=False)
+        module.atomic_move(tmp, path)
+        os.chmod(path, 0o600)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
