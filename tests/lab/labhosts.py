@@ -71,6 +71,16 @@ class RunningLab:
         """What the engine stand-in on a host loaded at its last successful start."""
         return json.loads(self.sh(name, f"cat /var/lib/rancher/{self.engine}/lab/loaded.json").stdout)
 
+    def downtimes(self, name: str) -> list[tuple[float, float]]:
+        """(stopped, started again) for every stop of the engine on a host, from the stand-in's own logs."""
+        logs = self.sh(
+            name, f"cd /var/lib/rancher/{self.engine}/lab && cat stops.log 2>/dev/null; echo ---; cat starts.log"
+        ).stdout
+        stops_text, starts_text = logs.split("---\n")
+        stops = [json.loads(line)["stopped_at"] for line in stops_text.splitlines()]
+        starts = [json.loads(line)["started_at"] for line in starts_text.splitlines()]
+        return [(stop, min((s for s in starts if s > stop), default=float("inf"))) for stop in stops]
+
     def starts(self, name: str) -> int:
         out = self.sh(name, f"cat /var/lib/rancher/{self.engine}/lab/starts.log").stdout
         return len(out.splitlines())

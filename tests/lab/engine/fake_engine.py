@@ -573,6 +573,8 @@ class Engine:
         while not self.stopping.wait(3600):
             pass
         sd_notify("STOPPING=1")
+        with open(os.path.join(self.state_dir, "stops.log"), "a", encoding="utf-8") as handle:
+            handle.write(json.dumps({"stopped_at": time.time()}) + "\n")
         try:
             self.set_ready(False, "KubeletNotReady")
         except (OSError, urllib.error.URLError) as exc:

@@ -1,0 +1,70 @@
+"""Rollout shape on both engines: workers in batches never above the work concurrency; RKE2's own keys."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cargoship(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=900, check=False)
+
+
+def with_desired_state(lab):
+    (lab.state / "group_vars").mkdir(exist_ok=True)
+    (lab.state / "group_vars" / "all.yml").write_text((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    return lab
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    current = peak = 0
+    for _, step in edges:
+        current += step
+        peak = max(peak, current)
+    return peak
+
+
+@pytest.mark.parametrize("limit", ["2", "50%"])
+def test_workers_restart_in_batches_never_above_the_work_concurrency(lab_manager, limit):
+    lab = with_desired_state(lab_manager.get(hosts=5, controllers=1, engine="k3s", fresh=True))
+    result = cargoship("engine-config-sync", "-i", str(lab.inventory), "--confirm", "--work-concurrency", limit)
+    assert result.returncode == 0, result.stdout + result.stderr
+    worker_downtimes = [window for name in lab.workers for window in lab.downtimes(name)]
+    assert len(worker_downtimes) == 4, "each worker restarts exactly once"
+    assert most_at_once(worker_downtimes) == 2, "two workers at a time (of 4, with a limit of 2 or 50%)"
+    controller_down = lab.downtimes("c1")
+    assert len(controller_down) == 1
+    assert controller_down[0][1] < min(stop for stop, _ in worker_downtimes), "controllers finish before workers start"
+
+
+def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(lab_manager, tmp_path):
+    lab = with_desired_state(
+        lab_manager.get(hosts=3, controllers=2, engine="rke2", version="v1.30.2+rke2r1", fresh=True)
+    )
+    dry = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run", "--detailed-exitcode")
+    assert dry.returncode == 2, dry.stdout + dry.stderr
+    real = cargoship("engine-config-sync", "-i", str(lab.inventory), "--confirm")
+    assert real.returncode == 0, real.stdout + real.stderr
+    dropin = json.loads(lab.sh("c1", "cat /etc/rancher/rke2/config.yaml.d/90-cargoship.yaml").stdout)
+    assert dropin == {
+        "audit-policy-file": "/var/lib/rancher/rke2/server/cargoship-audit-policy.yaml",
+        "pod-security-admission-config-file": "/var/lib/rancher/rke2/server/cargoship-pod-security.yaml",
+    }
+    for controller in lab.controllers:
+        assert set(lab.loaded(controller)["server_files"]) == {"audit-policy", "pod-security"}
+        assert lab.sh(controller, "systemctl is-active rke2-server").stdout.strip() == "active"
+    assert lab.loaded("w1")["registry_mirrors"] == ["docker.io"]
+    assert lab.sh("w1", "test -e /etc/rancher/rke2/config.yaml.d/90-cargoship.yaml", check=False).returncode == 1
+    # Controllers one at a time.
+    (_c1_stop, c1_start), (c2_stop, _c2_start) = lab.downtimes("c1")[0], lab.downtimes("c2")[0]
+    assert c1_start < c2_stop
+    again = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout + again.stderr
