@@ -52,7 +52,7 @@ def interrupt_when(lab, condition, what: str) -> tuple[int, str]:
         run.kill()
         raise
     run.send_signal(signal.SIGINT)
-    output, _ = run.communicate(timeout=300)
+    output, _stderr = run.communicate(timeout=300)
     return run.returncode, output
 
 

@@ -78,7 +78,7 @@ def test_a_live_run_keeps_its_lock_through_a_drain_longer_than_the_stale_window(
         assert "locked by run" in second.stderr
     finally:
         fleet.policy.delete_namespaced_pod_disruption_budget("hold", "default")
-    output, _ = first.communicate(timeout=300)
+    output, _stderr = first.communicate(timeout=300)
     assert first.returncode == 0, output
     for host in fleet.hosts:
         assert lock_age(fleet, host) is None, f"lock left on {host}"

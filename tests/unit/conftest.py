@@ -1,4 +1,7 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "tests" / "lab"))
+# The collection's own code, imported the way Ansible imports it.
+sys.path.insert(0, str(REPO / ".collections"))

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+from ansible_collections.cargoship.engine.plugins.module_utils import _desired_state as ds
+
+POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
+PSA = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration", "plugins": []}
+REGISTRIES = {
+    "mirrors": {"docker.io": {"endpoint": ["https://mirror.example:5000"]}},
+    "configs": {"mirror.example:5000": {"auth": {"username": "u", "password": "s3cret-value"}}},
+}
+
+
+def state(**overrides):
+    return ds.validate({"engine": "k3s", "registries": REGISTRIES, **overrides})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"engine": "k8s"}, "cargoship_engine: must be one of k3s, rke2"),
+        (
+            {"registries": {"mirrors": {"docker.io": {"endpont": []}}}},
+            "cargoship_registries.mirrors[\"docker.io\"].endpont: unknown key (did you mean 'endpoint'?)",
+        ),
+        ({"registries": {"mirrors": {"docker.io": {"endpoint": "https://x"}}}}, ".endpoint: expected a list"),
+        ({"registries": {"mirrors": {"docker.io": {"endpoint": ["ftp://x"]}}}}, "not an http(s) URL"),
+        ({"registries": {"configs": {"r": {"tls": {"insecure_skip_verify": "yes"}}}}}, "expected true or false"),
+        ({"audit_policy": {"kind": "Policy"}}, "cargoship_audit_policy: must be a Policy"),
+        ({"chart_values": {"../../etc": {"values": {}}}}, "DNS-1123"),
+        ({"chart_values": {"traefik": {}}}, "cargoship_chart_values.traefik.values: required"),
+        (
+            {"chart_values": {"a-b": {"namespace": "c", "values": {}}, "b": {"namespace": "c-a", "values": {}}}},
+            "collides",
+        ),
+    ],
+)
+def test_bad_input_is_rejected_naming_the_key_path(overrides, message):
+    with pytest.raises(ds.InputError) as error:
+        state(**overrides)
+    assert message in str(error.value)
+
+
+def test_names_that_differ_only_in_namespace_do_not_collide():
+    ds.validate({"engine": "k3s", "chart_values": {"x": {"values": {}}, "y": {"namespace": "apps", "values": {}}}})
+
+
+def test_workers_get_registries_only():
+    files = ds.render(state(audit_policy=POLICY, pod_security=PSA), "agent", with_charts=True)
+    assert [f["path"] for f in files] == ["/etc/rancher/k3s/registries.yaml"]
+
+
+def test_k3s_server_enables_audit_and_psa_through_apiserver_args():
+    files = {f["kind"]: f for f in ds.render(state(audit_policy=POLICY, pod_security=PSA), "server", with_charts=False)}
+    dropin = json.loads(files["config"]["content"])
+    assert dropin == {
+        "kube-apiserver-arg+": [
+            "audit-policy-file=/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml",
+            "audit-log-path=/var/lib/rancher/k3s/server/logs/audit.log",
+            "admission-control-config-file=/var/lib/rancher/k3s/server/cargoship-pod-security.yaml",
+        ]
+    }
+    assert all(f["restart"] for f in files.values())
+
+
+def test_rke2_server_uses_its_top_level_keys():
+    files = {f["kind"]: f for f in ds.render(state(engine="rke2", audit_policy=POLICY), "server", with_charts=False)}
+    assert json.loads(files["config"]["content"]) == {
+        "audit-policy-file": "/var/lib/rancher/rke2/server/cargoship-audit-policy.yaml"
+    }
+    assert files["registries"]["path"] == "/etc/rancher/rke2/registries.yaml"
+
+
+def test_chart_values_render_as_helmchartconfig_without_restart():
+    files = ds.render(state(chart_values={"traefik": {"values": {"replicas": 2}}}), "server", with_charts=True)
+    chart = next(f for f in files if f["kind"] == "chart_values")
+    assert chart["path"] == "/var/lib/rancher/k3s/server/manifests/cargoship-traefik.yaml"
+    assert chart["restart"] is False
+    document = json.loads(chart["content"])
+    assert document["kind"] == "HelmChartConfig" and json.loads(document["spec"]["valuesContent"]) == {"replicas": 2}
+    assert not any(
+        f["kind"] == "chart_values" for f in ds.render(state(chart_values={"t": {"values": {}}}), "server", False)
+    )
+
+
+def test_secrets_are_masked_everywhere_they_appear():
+    rendered = ds.render(state(), "agent", False)[0]["content"]
+    assert "s3cret-value" in rendered
+    masked = ds.mask(rendered, ds.secrets_of(state()))
+    assert "s3cret-value" not in masked and ds.MASK in masked
+
+
+def test_rendering_is_stable():
+    assert ds.render(state(audit_policy=POLICY), "server", True) == ds.render(
+        state(audit_policy=POLICY), "server", True
+    )

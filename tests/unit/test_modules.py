@@ -1,0 +1,101 @@
+"""Modules run as Ansible runs them (a process, JSON arguments in, JSON out) where their logic is local."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from ansible_collections.cargoship.engine.plugins.modules import engine_info, local_kubeconfig
+
+REPO = Path(__file__).resolve().parents[2]
+MODULES = REPO / "plugins" / "modules"
+
+
+def run_module(name: str, args: dict, check_mode: bool = False) -> dict:
+    payload = {"ANSIBLE_MODULE_ARGS": {**args, "_ansible_check_mode": check_mode}}
+    result = subprocess.run(
+        [sys.executable, str(MODULES / f"{name}.py")],
+        input=json.dumps(payload),
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO / ".collections")},
+    )
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def lock(tmp_path):
+    return str(tmp_path / "lock.json")
+
+
+def test_lock_is_taken_kept_and_released_by_its_run(lock):
+    taken = run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "holder": {"user": "ann"}})
+    assert taken["changed"] and not taken.get("failed")
+    assert json.loads(Path(lock).read_text()) == {"run_id": "a", "holder": {"user": "ann"}}
+    assert run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock})["changed"] is False
+    released = run_module("host_lock", {"state": "released", "run_id": "a", "path": lock})
+    assert released["changed"] and not Path(lock).exists()
+
+
+def test_a_fresh_lock_of_another_run_fails_naming_the_holder_and_changes_nothing(lock):
+    run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "holder": {"user": "ann", "pid": 7}})
+    before = Path(lock).read_text(), os.stat(lock).st_mtime
+    refused = run_module("host_lock", {"state": "acquired", "run_id": "b", "path": lock})
+    assert refused["failed"] and refused["held"]
+    assert "locked by run a (user=ann, pid=7)" in refused["msg"]
+    assert (Path(lock).read_text(), os.stat(lock).st_mtime) == before
+    not_ours = run_module("host_lock", {"state": "released", "run_id": "b", "path": lock})
+    assert not_ours["failed"] and Path(lock).exists()
+
+
+def test_a_stale_lock_is_taken_over(lock):
+    run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock})
+    old = time.time() - 120
+    os.utime(lock, (old, old))
+    taken = run_module("host_lock", {"state": "acquired", "run_id": "b", "path": lock, "stale_after": 60})
+    assert taken["took_over"] and json.loads(Path(lock).read_text())["run_id"] == "b"
+
+
+def test_check_mode_only_assesses_the_lock(lock):
+    assessed = run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock}, check_mode=True)
+    assert assessed["changed"] and not Path(lock).exists()
+
+
+def test_force_breaks_anyones_lock(lock):
+    run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock})
+    assert run_module("host_lock", {"state": "released", "run_id": "x", "force": True, "path": lock})["changed"]
+    assert not Path(lock).exists()
+
+
+@pytest.mark.parametrize(
+    ("older", "newer"),
+    [("v1.30.2+k3s1", "v1.30.2+k3s2"), ("v1.30.2+k3s1", "v1.30.10+k3s1"), ("v1.29.9+rke2r3", "v1.30.0+rke2r1")],
+)
+def test_engine_versions_order_numerically(older, newer):
+    assert engine_info.version_key(older) < engine_info.version_key(newer)
+
+
+def test_kubeconfig_merge_replaces_its_own_entries_and_keeps_the_rest():
+    admin = {
+        "clusters": [
+            {"name": "default", "cluster": {"server": "https://127.0.0.1:6443", "certificate-authority-data": "Q0E="}}
+        ],
+        "users": [{"name": "default", "user": {"token": "t0ken"}}],
+    }
+    current = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "current-context": "other",
+        "clusters": [{"name": "other", "cluster": {}}, {"name": "lab", "cluster": {"server": "https://old"}}],
+    }
+    merged = local_kubeconfig.merged(current, admin, "https://10.0.0.1:6443", "lab")
+    assert [c["name"] for c in merged["clusters"]] == ["other", "lab"]
+    assert merged["clusters"][1]["cluster"]["server"] == "https://10.0.0.1:6443"
+    assert merged["current-context"] == "other"
+    assert "t0ken" not in local_kubeconfig.masked(merged)
