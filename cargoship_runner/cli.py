@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cargoship_runner import __version__
+from cargoship_runner.collection import phase_lines, phases
 from cargoship_runner.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -58,26 +59,29 @@ OPENS_NODE, CLOSES_NODE = "Drain the node", "Uncordon the node"
 
 
 class Progress:
-    """Live progress from ansible-runner events (each phase as it starts on each host, and failures),
-    and which nodes this run has started to drain and not yet given back (``in_flight``)."""
+    """Live progress from ansible-runner events: each phase as it reaches each host, and failures; and
+    which nodes this run has started to drain and not yet given back (``in_flight``)."""
 
     def __init__(self) -> None:
         self.in_flight: set[str] = set()
+        self.phase_names = {p["name"] for p in phases()}
+        self.current: dict[str, str] = {}
 
     def __call__(self, event: dict) -> bool:
         data = event.get("event_data") or {}
         host = data.get("host") or ""
         result = data.get("res") or {}
-        marker = result.get("cargoship_phase") if isinstance(result, dict) else None
         kind = event.get("event")
         if kind == "runner_on_start" and data.get("task") == OPENS_NODE:
             self.in_flight.add(host)
         elif kind == "runner_on_ok" and data.get("task") == CLOSES_NODE and "ready" in result:
             self.in_flight.discard(host)
-        if kind == "runner_on_ok" and marker and marker.get("mode"):
-            label = {"run": "", "assess": " (assessing)", "unassessed": " (unassessed)", "disabled": " (disabled)"}
-            console.print(f"  [cyan]{marker['phase']:<16}[/cyan] {host}{label[marker['mode']]}")
-        elif kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+        role = (data.get("role") or "").rsplit(".", 1)[-1]
+        if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
+            if self.current.get(host) != role:
+                self.current[host] = role
+                console.print(f"  [cyan]{role:<16}[/cyan] {host}")
+        if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             message = result.get("msg", "") if isinstance(result, dict) else ""
             errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
         return True
@@ -90,13 +94,7 @@ def render_report(report: dict) -> None:
     for column in ("#", "phase", "dry run", "status", "hosts and changes"):
         table.add_column(column, overflow="fold")
     for number, phase in enumerate(report["phases"], start=1):
-        lines = []
-        for host, detail in phase["hosts"].items():
-            changes = [c if isinstance(c, str) else f"{c['action']} {c['file']}" for c in detail["changes"]]
-            if changes:
-                lines.append(f"{host}: " + "; ".join(changes))
-            elif detail["status"] in ("failed", "unassessed") and detail.get("messages"):
-                lines.append(f"{host}: {detail['messages'][-1]}")
+        lines = phase_lines(phase)
         style = STATUS_STYLE.get(phase["status"], "")
         table.add_row(
             str(number),

@@ -16,3 +16,25 @@ def collections_path() -> Path:
             "install cargoship from a checkout of its repository (pip install -e .)"
         )
     return COLLECTIONS_PATH
+
+
+def _plugin_utils():
+    """The collection's controller-side code, so the command and the playbooks share one implementation."""
+    import sys
+
+    path = str(collections_path())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import _phases, _report
+
+    return _phases, _report
+
+
+def phases(operation: str | None = None) -> list[dict]:
+    """The phase declarations."""
+    return _plugin_utils()[0].load_phases(operation=operation)
+
+
+def phase_lines(phase: dict) -> list[str]:
+    """The report's lines for one phase, as the callback's table shows them."""
+    return _plugin_utils()[1].phase_lines(phase)

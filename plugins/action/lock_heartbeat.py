@@ -12,6 +12,7 @@ import tempfile
 
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
+
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _lock_keeper
 
 KEEPER = _lock_keeper.__file__

@@ -20,12 +20,24 @@ def duplicates(facts: dict, key: str) -> list[str]:
 
 
 class ActionModule(ActionBase):
+    @staticmethod
+    def facts_of(variables) -> dict:
+        """What the detect_os and host_facts phases registered for one host."""
+        os_info = variables.get("detect_os_info") or {}
+        host_info = variables.get("host_facts_info") or {}
+        return {
+            **(host_info.get("network") or {}),
+            "arch": (os_info.get("os") or {}).get("arch"),
+            "clock_skew": (host_info.get("clock") or {}).get("skew") or 0,
+            "firewall": host_info.get("firewall"),
+        }
+
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("facts", "max_clock_skew", "architectures"))
+    _VALID_ARGS = frozenset(("hosts", "max_clock_skew", "architectures"))
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        facts = self._task.args["facts"]
+        facts = {host: self.facts_of(task_vars["hostvars"][host]) for host in self._task.args["hosts"]}
         max_skew = int(self._task.args.get("max_clock_skew", 30))
         arches = self._task.args.get("architectures") or ["amd64", "arm64", "s390x"]
         problems = duplicates(facts, "hostname") + duplicates(facts, "private_address")

@@ -8,6 +8,7 @@ import re
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
+
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import InputError, validate
 
 DESIRED = {

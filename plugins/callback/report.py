@@ -37,6 +37,7 @@ import os
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
+
 from ansible_collections.cargoship.engine.plugins.plugin_utils._report import RunReport, render_text
 
 
@@ -53,6 +54,13 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_start(self, playbook):
         self.report = RunReport(self.get_option("operation"), bool(context.CLIARGS.get("check")))
 
+    def v2_runner_on_skipped(self, result):
+        # A host that only skipped a phase's tasks was still there: the phase had nothing to do on it.
+        if self.report is not None:
+            self.report.result(
+                result._host.get_name(), self.phase_of(result._task), result._task.name or "", {}, "skipped"
+            )
+
     def _feed(self, result, status):
         if self.report is None:
             return
@@ -62,7 +70,21 @@ class CallbackModule(CallbackBase):
             return
         if status == "ok" and data.get("changed"):
             status = "changed"
-        self.report.result(result._host.get_name(), result._task.name or result._task.action, data, status)
+        host = result._host.get_name()
+        self.report.result(host, self.phase_of(result._task), result._task.name or result._task.action, data, status)
+
+    def phase_of(self, task):
+        """The phase a task belongs to: the nearest enclosing role that is a phase (shared roles such as
+        node_sync count for the phase that included them)."""
+        node = task
+        while node is not None:
+            role = getattr(node, "_role", None)
+            if role is not None:
+                name = role.get_name().rsplit(".", 1)[-1]
+                if name in self.report.by_name:
+                    return name
+            node = getattr(node, "_parent", None)
+        return None
 
     def v2_runner_on_ok(self, result):
         self._feed(result, "ok")

@@ -35,9 +35,10 @@ options:
     required: true
     choices: [k3s, rke2]
   node_role:
-    description: V(server) for controllers, V(agent) for workers. Audit and pod-security files exist on servers only.
+    description:
+      - V(server) for controllers, V(agent) for workers. Audit and pod-security files exist on servers only.
+      - Required with O(state=present) and O(state=restored).
     type: str
-    required: true
     choices: [server, agent]
   registries:
     description: Content of C(registries.yaml) (mirrors and configs). Omit to leave the file alone.
@@ -58,9 +59,10 @@ options:
   state:
     description:
       - V(present) makes the files match; V(restored) puts back the backup O(backup_id).
+      - V(cleaned) removes temporary files that an interrupted write of this module left in the engine's directories.
     type: str
     default: present
-    choices: [present, restored]
+    choices: [present, restored, cleaned]
   backup_id:
     description: Name of the backup taken before writing, or to restore. Required with O(state=restored).
     type: str
@@ -99,6 +101,12 @@ EXAMPLES = r"""
     node_role: server
     state: restored
     backup_id: "{{ cargoship_run_id }}"
+  become: true
+
+- name: Remove what an interrupted write left behind
+  cargoship.engine.engine_config:
+    engine: k3s
+    state: cleaned
   become: true
 """
 
@@ -142,6 +150,7 @@ import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
+
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
     InputError,
     engine_paths,
@@ -150,6 +159,8 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     secrets_of,
     validate,
 )
+
+TEMP_PREFIX = ".cargoship-"
 
 
 def read_current(module: AnsibleModule, path: str) -> str | None:
@@ -170,7 +181,7 @@ def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
     if os.path.islink(directory):
         module.fail_json(msg=f"refusing to write into {directory}: it is a symbolic link")
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".cargoship-", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             os.fchmod(handle.fileno(), 0o600)
@@ -254,17 +265,31 @@ def restore(module: AnsibleModule) -> None:
     module.exit_json(changed=bool(changes), changes=changes, restart_required=bool(changes), backup_dir=directory)
 
 
+def clean(module: AnsibleModule) -> None:
+    """Remove the temporary files write_atomically() leaves only when interrupted between create and rename."""
+    changes = []
+    for root in engine_paths(module.params["engine"])["allowed_roots"]:
+        for directory, _dirs, names in os.walk(root):
+            for name in names:
+                path = os.path.join(directory, name)
+                if name.startswith(TEMP_PREFIX) and os.path.isfile(path) and not os.path.islink(path):
+                    changes.append({"path": path, "kind": "temporary", "action": "remove", "restart": False})
+                    if not module.check_mode:
+                        os.unlink(path)
+    module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
-            "node_role": {"type": "str", "required": True, "choices": ["server", "agent"]},
+            "node_role": {"type": "str", "choices": ["server", "agent"]},
             "registries": {"type": "dict", "no_log": True},
             "audit_policy": {"type": "dict"},
             "pod_security": {"type": "dict"},
             "chart_values": {"type": "dict"},
             "with_charts": {"type": "bool", "default": False},
-            "state": {"type": "str", "default": "present", "choices": ["present", "restored"]},
+            "state": {"type": "str", "default": "present", "choices": ["present", "restored", "cleaned"]},
             "backup_id": {"type": "str"},
             "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
             "only_kinds": {
@@ -273,10 +298,12 @@ def main() -> None:
                 "choices": ["registries", "audit_policy", "pod_security", "config", "chart_values"],
             },
         },
-        required_if=[("state", "restored", ["backup_id"])],
+        required_if=[("state", "restored", ["backup_id", "node_role"]), ("state", "present", ["node_role"])],
         supports_check_mode=True,
     )
     params = module.params
+    if params["state"] == "cleaned":
+        clean(module)
     if params["state"] == "restored":
         restore(module)
     state = {key: params[key] for key in ("engine", "registries", "audit_policy", "pod_security", "chart_values")}

@@ -27,6 +27,14 @@ options:
   desired_version:
     description: The version the fleet should run, e.g. V(v1.30.2+k3s1). Omit to only report.
     type: str
+  require_installed:
+    description: Fail when the engine is not installed.
+    type: bool
+    default: false
+  forbid_downgrade:
+    description: Fail when the installed version is newer than O(desired_version).
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -74,6 +82,8 @@ def main() -> None:
         argument_spec={
             "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
             "desired_version": {"type": "str"},
+            "require_installed": {"type": "bool", "default": False},
+            "forbid_downgrade": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -105,7 +115,12 @@ def main() -> None:
         plan = "same"
     else:
         plan = "upgrade" if version_key(desired) > version_key(version) else "downgrade"
-    module.exit_json(changed=False, installed=binary is not None, version=version, plan=plan, services=services)
+    result = {"changed": False, "installed": binary is not None, "version": version, "plan": plan, "services": services}
+    if module.params["require_installed"] and binary is None:
+        module.fail_json(msg=f"no {engine} installed; engine-config-sync only configures an installed engine", **result)
+    if module.params["forbid_downgrade"] and plan == "downgrade":
+        module.fail_json(msg=f"runs {version}, newer than the desired {desired}: refusing to downgrade", **result)
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,13 @@ options:
     elements: str
     default: [os]
     choices: [os, network, clock, firewall]
+  supported_os:
+    description: With V(os) gathered, fail unless the host's os-release C(ID) is one of these.
+    type: list
+    elements: str
+  reference_epoch:
+    description: The control host's clock when the task started; with V(clock), C(clock.skew) is the difference.
+    type: float
 """
 
 EXAMPLES = r"""
@@ -48,7 +55,7 @@ network:
   returned: when network is gathered
   type: dict
 clock:
-  description: C(epoch), the host's clock in seconds.
+  description: C(epoch), the host's clock in seconds, and C(skew), its difference from O(reference_epoch).
   returned: when clock is gathered
   type: dict
 firewall:
@@ -134,7 +141,9 @@ def main() -> None:
                 "elements": "str",
                 "default": ["os"],
                 "choices": ["os", "network", "clock", "firewall"],
-            }
+            },
+            "supported_os": {"type": "list", "elements": "str"},
+            "reference_epoch": {"type": "float"},
         },
         supports_check_mode=True,
     )
@@ -142,10 +151,16 @@ def main() -> None:
     gather = set(module.params["gather"])
     if "os" in gather:
         result["os"] = os_release()
+        supported = module.params["supported_os"]
+        if supported and result["os"]["id"] not in supported:
+            name = result["os"]["pretty_name"] or result["os"]["id"]
+            module.fail_json(msg=f"{name} is not supported; supported: {', '.join(supported)}", **result)
     if "network" in gather:
         result["network"] = network()
     if "clock" in gather:
-        result["clock"] = {"epoch": time.time()}
+        now = time.time()
+        reference = module.params["reference_epoch"]
+        result["clock"] = {"epoch": now, "skew": now - reference if reference is not None else None}
     if "firewall" in gather:
         result["firewall"] = firewall(module)
     module.exit_json(**result)

@@ -85,6 +85,15 @@ took_over:
   description: Whether a stale lock of another run was taken over.
   returned: with state=acquired
   type: bool
+held:
+  description: In check mode, whether another run holds a fresh lock (a real run would fail).
+  returned: with state=acquired, when held
+  type: bool
+changes:
+  description: What taking the lock does (or would run into), for the run report.
+  returned: with state=acquired
+  type: list
+  elements: str
 """
 
 import json
@@ -150,7 +159,12 @@ def main() -> None:
 
     if p["state"] == "acquired":
         if ours:
-            module.exit_json(**result, took_over=False)
+            module.exit_json(**result, took_over=False, changes=[])
+        if lock is not None and not stale and module.check_mode:
+            # An assessment: report what a real run would run into, without failing the dry run.
+            module.exit_json(
+                **result, held=True, changes=[f"would fail: locked by {describe(lock)}, touched {age:.0f}s ago"]
+            )
         if lock is not None and not stale:
             module.fail_json(
                 msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
@@ -159,6 +173,7 @@ def main() -> None:
                 **result,
             )
         result.update(changed=True, took_over=lock is not None)
+        result["changes"] = ["take the lock" + (f" (over a stale one of {describe(lock)})" if lock is not None else "")]
         if module.check_mode:
             module.exit_json(**result)
         content = {"run_id": p["run_id"], "holder": p["holder"]}

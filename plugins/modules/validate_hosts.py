@@ -9,7 +9,8 @@ module: validate_hosts
 short_description: Check a fleet's host facts against each other before anything is changed
 version_added: 0.1.0
 description:
-  - Runs on the control host only (an action plugin) over the facts the C(host_facts) phase recorded.
+  - Runs on the control host only (an action plugin) over the facts the C(detect_os) and C(host_facts)
+    phases registered (C(detect_os_info), C(host_facts_info)) for each host.
   - Fails, naming every offending host, when hostnames or private addresses are not unique, a CPU
     architecture is not one the engine ships for, a clock is skewed by more than O(max_clock_skew)
     seconds, or the firewall drops incoming traffic by default (the engine's ports would be unreachable).
@@ -19,9 +20,10 @@ extends_documentation_fragment:
   - cargoship.engine._attributes
   - cargoship.engine._attributes.no_diff
 options:
-  facts:
-    description: Host name to the facts the host_facts phase recorded for that host (C(host_facts_result)).
-    type: dict
+  hosts:
+    description: The hosts to check.
+    type: list
+    elements: str
     required: true
   max_clock_skew:
     description: Largest allowed difference, in seconds, between a host's clock and the control host's.
@@ -37,7 +39,7 @@ options:
 EXAMPLES = r"""
 - name: Validate hosts
   cargoship.engine.validate_hosts:
-    facts: "{{ dict(ansible_play_hosts | zip(ansible_play_hosts | map('extract', hostvars, 'host_facts_result'))) }}"
+    hosts: "{{ ansible_play_hosts }}"
   run_once: true
   delegate_to: localhost
 """

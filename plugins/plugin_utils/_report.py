@@ -3,45 +3,13 @@
 """The run report: phases in declared order, each with its dry-run label, status and per-host changes.
 
 Built from task results by the ``cargoship.engine.report`` callback; the ``cargoship`` command reads
-the JSON the callback writes, so both entry points show the same report.
+the JSON the callback writes, so both entry points show the same report. How each phase ran (run,
+assessed or unassessed) follows from the same gate the playbook uses, so no task has to say it.
 """
 
 from __future__ import annotations
 
-import glob
-import os
-
-import yaml
-
-DRY_RUN_LABELS = ("runs, reads only", "reported, not run", "runs its own dry-run path")
-ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
-
-
-def load_phases(roles_dir: str = ROLES_DIR, operation: str | None = None) -> list[dict]:
-    """Every phase declaration (``roles/<phase>/vars/main.yml``), sorted by operation and order."""
-    phases = []
-    for path in glob.glob(os.path.join(roles_dir, "*", "vars", "main.yml")):
-        name = os.path.basename(os.path.dirname(os.path.dirname(path)))
-        with open(path, encoding="utf-8") as handle:
-            declaration = (yaml.safe_load(handle) or {}).get(f"{name}_phase")
-        if not declaration:
-            continue
-        label = declaration.get("dry_run") or "reported, not run"
-        if label not in DRY_RUN_LABELS:
-            raise ValueError(f"{path}: dry_run must be one of {', '.join(DRY_RUN_LABELS)}, not {label!r}")
-        phases.append(
-            {
-                "name": name,
-                "operation": declaration["operation"],
-                "order": int(declaration["order"]),
-                "title": declaration["title"],
-                "description": " ".join(str(declaration["description"]).split()),
-                "dry_run_label": label,
-                "housekeeping": bool(declaration.get("housekeeping", False)),
-            }
-        )
-    phases.sort(key=lambda p: (p["operation"], p["order"]))
-    return [p for p in phases if operation is None or p["operation"] == operation]
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases
 
 
 def change_of(item: object) -> object:
@@ -55,41 +23,37 @@ def change_of(item: object) -> object:
 
 
 class RunReport:
-    def __init__(self, operation: str, dry_run: bool, roles_dir: str = ROLES_DIR):
+    def __init__(self, operation: str, dry_run: bool, phases: list[dict] | None = None):
         self.operation = operation
         self.dry_run = dry_run
-        self.phases = load_phases(roles_dir, operation)
+        self.phases = phases if phases is not None else load_phases(operation=operation)
         self.by_name = {p["name"]: p for p in self.phases}
-        self.current: dict[str, str] = {}
-        # phase -> host -> {"mode", "changes", "failed", "messages"}
+        self.seen_hosts: set[str] = set()
+        # phase -> host -> {"disabled", "changes", "failed", "messages"}
         self.hosts: dict[str, dict[str, dict]] = {p["name"]: {} for p in self.phases}
 
     def _entry(self, phase: str, host: str) -> dict:
-        return self.hosts[phase].setdefault(host, {"mode": None, "changes": [], "failed": False, "messages": []})
+        return self.hosts[phase].setdefault(host, {"disabled": False, "changes": [], "failed": False, "messages": []})
 
-    def result(self, host: str, task_name: str, result: dict, status: str) -> None:
-        """Feed one task result (``status``: ok, changed, failed, unreachable, skipped)."""
-        marker = result.get("cargoship_phase")
-        if marker and marker.get("phase") in self.hosts:
-            phase = marker["phase"]
-            entry = self._entry(phase, host)
-            if marker.get("mode"):
-                self.current[host] = phase
-                entry["mode"] = marker["mode"]
-                if marker.get("reason"):
-                    entry["messages"].append(marker["reason"])
-            entry["changes"] += [change_of(c) for c in marker.get("changes") or []]
-            return
-        phase = self.current.get(host)
-        if phase is None:
+    def result(self, host: str, phase: str | None, task_name: str, result: dict, status: str) -> None:
+        """Feed one task result of ``phase`` (``status``: ok, changed, failed, unreachable, skipped)."""
+        self.seen_hosts.add(host)
+        if phase not in self.hosts:
             return
         entry = self._entry(phase, host)
         if status in ("failed", "unreachable"):
             entry["failed"] = True
             entry["messages"].append(f"{task_name}: {result.get('msg', status)}")
             return
+        marker = result.get("cargoship_phase")
+        if marker:
+            if marker.get("mode") == "disabled":
+                entry["disabled"] = True
+                entry["messages"].append(marker.get("reason") or "disabled")
+            entry["changes"] += [change_of(c) for c in marker.get("changes") or []]
+            return
         if status == "changed" or result.get("changed"):
-            if entry["mode"] == "assess" and "changes" not in result:
+            if self.dry_run and "changes" not in result:
                 # An assessment reports its findings explicitly; a check-mode "changed" alone says nothing.
                 return
             if result.get("changes"):
@@ -102,31 +66,41 @@ class RunReport:
     def host_status(self, phase: dict, entry: dict) -> str:
         if entry["failed"]:
             return "failed"
-        if entry["mode"] in ("unassessed", "disabled"):
-            return {"unassessed": "unassessed", "disabled": "skipped"}[entry["mode"]]
+        if entry["disabled"]:
+            return "skipped"
         if phase["dry_run_label"] == "runs, reads only":
             return "ran"
         if not entry["changes"]:
             return "nothing to do"
-        return "would run" if self.dry_run and entry["mode"] == "assess" else "ran"
+        return "would run" if self.dry_run else "ran"
 
     def as_dict(self) -> dict:
         phases = []
         for phase in self.phases:
-            hosts = {
-                host: {
-                    "status": self.host_status(phase, entry),
-                    "changes": entry["changes"],
-                    **({"messages": entry["messages"]} if entry["messages"] else {}),
+            entries = self.hosts[phase["name"]]
+            disabled = next((e["messages"] for e in entries.values() if e["disabled"]), None)
+            if entry_point(phase, self.dry_run) == "none":
+                reason = [phase["unassessed_reason"]]
+                hosts = {
+                    h: {"status": "unassessed", "changes": [], "messages": reason} for h in sorted(self.seen_hosts)
                 }
-                for host, entry in sorted(self.hosts[phase["name"]].items())
-            }
-            statuses = {h["status"] for h in hosts.values()}
-            for status in ("failed", "would run", "ran", "nothing to do", "unassessed", "skipped"):
-                if status in statuses:
-                    break
+            elif disabled is not None:
+                # Switched off for the whole run (reported once): skipped wherever it was reached.
+                hosts = {h: {"status": "skipped", "changes": [], "messages": disabled} for h in sorted(entries)}
             else:
-                status = "skipped"
+                hosts = {
+                    host: {
+                        "status": self.host_status(phase, entry),
+                        "changes": entry["changes"],
+                        **({"messages": entry["messages"]} if entry["messages"] else {}),
+                    }
+                    for host, entry in sorted(self.hosts[phase["name"]].items())
+                }
+            statuses = {h["status"] for h in hosts.values()}
+            status = next(
+                (s for s in ("failed", "would run", "ran", "nothing to do", "unassessed", "skipped") if s in statuses),
+                "skipped",
+            )
             phases.append(
                 {**{k: phase[k] for k in ("name", "title", "dry_run_label")}, "status": status, "hosts": hosts}
             )
@@ -134,15 +108,19 @@ class RunReport:
         return {"operation": self.operation, "dry_run": self.dry_run, "work_found": work_found, "phases": phases}
 
 
-def summary_line(phase: dict) -> str:
-    parts = []
+def phase_lines(phase: dict) -> list[str]:
+    """What a phase did or would do, a line per host with changes (or the reason it failed); for a
+    phase unassessed or skipped everywhere, its reason once."""
+    lines = []
     for host, detail in phase["hosts"].items():
         if detail["changes"]:
             names = [c if isinstance(c, str) else f"{c['action']} {c['file']}" for c in detail["changes"]]
-            parts.append(f"{host}: {'; '.join(names)}")
-        elif detail.get("messages") and detail["status"] in ("failed", "unassessed"):
-            parts.append(f"{host}: {detail['messages'][-1]}")
-    return " | ".join(parts)
+            lines.append(f"{host}: {'; '.join(names)}")
+        elif detail.get("messages") and detail["status"] == "failed":
+            lines.append(f"{host}: {detail['messages'][-1]}")
+    if not lines and phase["status"] in ("unassessed", "skipped") and phase["hosts"]:
+        lines.append(next(iter(phase["hosts"].values())).get("messages", [""])[0])
+    return lines
 
 
 def render_text(report: dict) -> str:
@@ -150,7 +128,9 @@ def render_text(report: dict) -> str:
     title = f"cargoship {report['operation']} - {'dry run' if report['dry_run'] else 'real run'}"
     rows = [("#", "phase", "dry run", "status", "hosts and changes")]
     for number, phase in enumerate(report["phases"], start=1):
-        rows.append((str(number), phase["name"], phase["dry_run_label"], phase["status"], summary_line(phase)))
+        rows.append(
+            (str(number), phase["name"], phase["dry_run_label"], phase["status"], " | ".join(phase_lines(phase)))
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [title, ""]
     for row in rows:

@@ -42,7 +42,9 @@ def test_workers_restart_in_batches_never_above_the_work_concurrency(lab_manager
     assert most_at_once(worker_downtimes) == 2, "two workers at a time (of 4, with a limit of 2 or 50%)"
     controller_down = lab.downtimes("c1")
     assert len(controller_down) == 1
-    assert controller_down[0][1] < min(stop for stop, _start in worker_downtimes), "controllers finish before workers start"
+    assert controller_down[0][1] < min(stop for stop, _start in worker_downtimes), (
+        "controllers finish before workers start"
+    )
 
 
 def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(lab_manager, tmp_path):

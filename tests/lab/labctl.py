@@ -391,6 +391,21 @@ def host_files(lab: Lab, host: Host, public_key: str) -> bytes:
     return buffer.getvalue()
 
 
+# Each host's systemd takes several inotify instances; the kernel's default of 128 per user runs out
+# at about 25 hosts and the rest never boot far enough to start sshd.
+INOTIFY_LIMITS = {"fs/inotify/max_user_instances": 8192, "fs/inotify/max_user_watches": 524288}
+
+
+def raise_inotify_limits(log=print) -> None:
+    """Raise (never lower) the machine's inotify limits; a machine-wide setting that stays until reboot."""
+    for key, wanted in INOTIFY_LIMITS.items():
+        path = Path("/proc/sys") / key
+        current = int(path.read_text())
+        if current < wanted:
+            path.write_text(str(wanted))
+            log(f"raised {key.replace('/', '.')} from {current} to {wanted} for the lab's systemd hosts")
+
+
 def start_hosts(lab: Lab, image: str, public_key: str) -> None:
     add_hosts = [f"--add-host={h.name}:{h.address}" for h in lab.hosts]
     for host in lab.hosts:
@@ -578,6 +593,7 @@ def up(hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str =
         key = lab.state / "id_ed25519"
         run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "cargoship-lab", "-f", str(key)])
         make_certificates(lab)
+        raise_inotify_limits(log)
         network_up(lab)
         start_api_double(lab)
         start_hosts(lab, image, (lab.state / "id_ed25519.pub").read_text())

@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from ansible_collections.cargoship.engine.plugins.module_utils import _desired_state as ds
 
 POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}

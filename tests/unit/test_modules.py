@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from ansible_collections.cargoship.engine.plugins.modules import engine_info, local_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-from ansible_collections.cargoship.engine.plugins.plugin_utils._report import RunReport, load_phases, render_text
+import pytest
+
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases
+from ansible_collections.cargoship.engine.plugins.plugin_utils._report import RunReport, render_text
 
 OPERATION = "engine-config-sync"
-
-
-def marker(phase, mode=None, changes=(), reason=None):
-    return {"cargoship_phase": {"phase": phase, "mode": mode, "changes": list(changes), "reason": reason}}
 
 
 def statuses(report):
@@ -22,37 +21,63 @@ def test_phases_come_from_the_roles_declarations_in_order():
     assert labels["disconnect"] == "runs its own dry-run path"
 
 
+@pytest.mark.parametrize(
+    ("label", "has_assessment", "dry_run", "expected"),
+    [
+        ("runs, reads only", False, True, "main"),
+        ("runs its own dry-run path", False, True, "main"),
+        ("reported, not run", True, True, "assess"),
+        ("reported, not run", False, True, "none"),
+        ("reported, not run", False, False, "main"),
+    ],
+)
+def test_the_dry_run_gate(label, has_assessment, dry_run, expected):
+    assert entry_point({"dry_run_label": label, "has_assessment": has_assessment}, dry_run) == expected
+
+
 def test_dry_run_statuses():
     report = RunReport(OPERATION, dry_run=True)
-    report.result("c1", "m", marker("connect", "run"), "ok")
-    report.result("c1", "m", marker("sync_controller", "assess"), "ok")
+    report.result("c1", "connect", "Ping", {"ping": "pong"}, "ok")
     report.result(
-        "c1", "Compare", {"changed": True, "changes": [{"path": "/etc/x", "action": "create", "diff": "+a"}]}, "changed"
+        "c1",
+        "sync_controller",
+        "Compare",
+        {"changed": True, "changes": [{"path": "/etc/x", "action": "create", "diff": "+a"}]},
+        "changed",
     )
-    report.result("c1", "Check-mode module", {"changed": True}, "changed")  # says nothing on its own in an assessment
-    report.result("w1", "m", marker("sync_worker", "assess"), "ok")
-    report.result("c1", "m", marker("unlock", "unassessed", reason="no lock"), "ok")
-    report.result("c1", "m", marker("kubeconfig", "disabled"), "ok")
+    report.result("c1", "sync_controller", "Check-mode module", {"changed": True}, "changed")  # says nothing on its own
+    report.result("w1", "sync_worker", "Compare", {"changed": False, "changes": []}, "ok")
+    report.result("c1", "kubeconfig", "m", {"cargoship_phase": {"phase": "kubeconfig", "mode": "disabled"}}, "ok")
     result = statuses(report)
     assert result["connect"] == "ran"
     assert result["sync_controller"] == "would run"
     assert result["sync_worker"] == "nothing to do"
-    assert result["unlock"] == "unassessed"
+    assert result["unlock"] == "unassessed"  # no assessment: the gate never includes it in a dry run
     assert result["kubeconfig"] == "skipped"
     assert result["label_nodes"] == "skipped"  # never reached
     detail = report.as_dict()
     assert detail["work_found"] is True
+    unlock = next(p for p in detail["phases"] if p["name"] == "unlock")
+    assert set(unlock["hosts"]) == {"c1", "w1"}
     controller = next(p for p in detail["phases"] if p["name"] == "sync_controller")
     assert controller["hosts"]["c1"]["changes"] == [{"file": "/etc/x", "action": "create", "diff": "+a"}]
-    assert "sync_controller" in render_text(detail)
+    assert "a dry run takes no lock" in render_text(detail)
 
 
 def test_a_failure_marks_its_phase_failed_and_housekeeping_is_not_work():
     report = RunReport(OPERATION, dry_run=True)
-    report.result("c1", "m", marker("lock", "assess", changes=["take the lock"]), "ok")
+    report.result(
+        "c1", "lock", "See whether the lock could be taken", {"changed": True, "changes": ["take the lock"]}, "changed"
+    )
+    assert statuses(report)["lock"] == "would run"
     assert report.as_dict()["work_found"] is False
-    report.result("c1", "m", marker("distro_facts", "run"), "ok")
-    report.result("c1", "Stop before a downgrade", {"msg": "refusing to downgrade"}, "failed")
+    report.result("c1", "distro_facts", "Read the engine", {"msg": "refusing to downgrade"}, "failed")
     phase = next(p for p in report.as_dict()["phases"] if p["name"] == "distro_facts")
     assert phase["status"] == "failed"
-    assert phase["hosts"]["c1"]["messages"] == ["Stop before a downgrade: refusing to downgrade"]
+    assert phase["hosts"]["c1"]["messages"] == ["Read the engine: refusing to downgrade"]
+
+
+def test_results_outside_any_phase_are_ignored():
+    report = RunReport(OPERATION, dry_run=False)
+    report.result("c1", None, "Something else", {"changed": True}, "changed")
+    assert all(not p["hosts"] or p["status"] == "unassessed" for p in report.as_dict()["phases"])
