@@ -8,6 +8,7 @@ callback and the ``cargoship`` command, so all of them agree on every phase.
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 
@@ -20,6 +21,14 @@ ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
 
 def load_phases(roles_dir: str = ROLES_DIR, operation: str | None = None) -> list[dict]:
     """Every phase declaration, sorted by operation and order."""
+    phases = [dict(p) for p in _declarations(os.path.realpath(roles_dir))]
+    return [p for p in phases if operation is None or p["operation"] == operation]
+
+
+@functools.lru_cache(maxsize=8)
+def _declarations(roles_dir: str) -> tuple[dict, ...]:
+    """Read once per process: the gate is asked for every phase on every host. Ansible forks its
+    workers from the process whose report callback has already read them, so workers inherit them."""
     phases = []
     for path in glob.glob(os.path.join(roles_dir, "*", "vars", "main.yml")):
         role_dir = os.path.dirname(os.path.dirname(path))
@@ -45,7 +54,7 @@ def load_phases(roles_dir: str = ROLES_DIR, operation: str | None = None) -> lis
             }
         )
     phases.sort(key=lambda p: (p["operation"], p["order"]))
-    return [p for p in phases if operation is None or p["operation"] == operation]
+    return tuple(phases)
 
 
 def entry_point(phase: dict, check_mode: bool) -> str:
