@@ -1,0 +1,171 @@
+"""The cargoship command's options and exit codes, and the playbook imported from a site playbook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+CANARY = "vaulted-canary-9f3a"
+
+
+def cargoship(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+@pytest.fixture(scope="module")
+def fleet(lab_manager):
+    return lab_manager.get(hosts=3, controllers=1, engine="k3s", fresh=True)
+
+
+def make_inventory(lab, directory: Path, **desired) -> Path:
+    """The lab's hosts with the example desired state, changed by ``desired``."""
+    (directory / "group_vars").mkdir(parents=True, exist_ok=True)
+    shutil.copy(lab.inventory, directory / "hosts.yml")
+    state = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    state.update(desired)
+    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(state))
+    return directory
+
+
+def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tmp_path):
+    inventory = make_inventory(fleet, tmp_path / "inv")
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    hosts["all"]["children"]["workers"]["hosts"]["w9"] = {"ansible_host": "172.31.251.250", "ansible_ssh_timeout": 3}
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "unreachable: w9" in result.stderr
+    for name in fleet.hosts:
+        assert fleet.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+        assert fleet.sh(name, "test -e /etc/rancher/k3s/registries.yaml", check=False).returncode == 1
+
+
+def test_limit_touches_only_the_hosts_named(fleet, tmp_path):
+    inventory = make_inventory(fleet, tmp_path / "inv")
+    starts = {name: fleet.starts(name) for name in fleet.hosts}
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--limit", "w1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {name: fleet.starts(name) - starts[name] for name in fleet.hosts} == {"c1": 0, "w1": 1, "w2": 0}
+
+
+def test_vaulted_registry_password_reaches_the_host_and_nowhere_else(fleet, tmp_path):
+    password_file = tmp_path / "vault-pass"
+    password_file.write_text("correct horse battery staple\n")
+    vaulted = subprocess.run(
+        ["ansible-vault", "encrypt_string", "--vault-password-file", str(password_file), CANARY, "--name", "password"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    inventory = make_inventory(fleet, tmp_path / "inv")
+    state = (inventory / "group_vars" / "all.yml").read_text()
+    plain = "password: demo-registry-password-c4n4ry"
+    assert plain in state
+    (inventory / "group_vars" / "all.yml").write_text(state.replace(plain, vaulted.strip().replace("\n", "\n        ")))
+
+    runs_before = set(Path("/tmp").glob("cargoship-run-*"))
+    missing = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    assert missing.returncode != 0
+    dry = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--dry-run",
+        "-vvvv",
+        "--vault-password-file",
+        str(password_file),
+        "--report-json",
+        str(tmp_path / "r.json"),
+    )
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    real = cargoship(
+        "engine-config-sync", "-i", str(inventory), "--confirm", "-vvvv", "--vault-password-file", str(password_file)
+    )
+    assert real.returncode == 0, real.stdout + real.stderr
+    for text in (dry.stdout, dry.stderr, real.stdout, real.stderr, (tmp_path / "r.json").read_text()):
+        assert CANARY not in text
+    assert CANARY in fleet.sh("w2", "cat /etc/rancher/k3s/registries.yaml").stdout
+    # The command leaves no ansible-runner artifacts behind that could hold it.
+    assert set(Path("/tmp").glob("cargoship-run-*")) == runs_before
+
+
+def test_label_nodes_sets_the_profile_label_once(fleet, tmp_path):
+    inventory = make_inventory(fleet, tmp_path / "inv")
+    (inventory / "group_vars" / "workers.yml").write_text("cargoship_profile: infrastructure\n")
+    dry = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--dry-run",
+        "--label-nodes",
+        "--report-json",
+        str(tmp_path / "d.json"),
+    )
+    assert dry.returncode == 0, dry.stderr
+    labels = next(p for p in json.loads((tmp_path / "d.json").read_text())["phases"] if p["name"] == "label_nodes")
+    assert labels["status"] == "would run"
+    assert labels["hosts"]["w1"]["changes"] == ["label node-role.kubernetes.io/infrastructure=true"]
+    assert "node-role.kubernetes.io/infrastructure" not in fleet.core.read_node("w1").metadata.labels
+    real = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--confirm",
+        "--label-nodes",
+        "--report-json",
+        str(tmp_path / "r.json"),
+    )
+    assert real.returncode == 0, real.stderr
+    for name in fleet.workers:
+        assert fleet.core.read_node(name).metadata.labels["node-role.kubernetes.io/infrastructure"] == "true"
+    assert "node-role.kubernetes.io/infrastructure" not in fleet.core.read_node("c1").metadata.labels
+    again = cargoship(
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--dry-run",
+        "--label-nodes",
+        "--report-json",
+        str(tmp_path / "a.json"),
+    )
+    assert again.returncode == 0
+    labels = next(p for p in json.loads((tmp_path / "a.json").read_text())["phases"] if p["name"] == "label_nodes")
+    assert labels["status"] == "nothing to do"
+
+
+def test_import_playbook_from_a_site_playbook_gives_the_same_report(fleet, tmp_path):
+    inventory = make_inventory(fleet, tmp_path / "inv")
+    site = tmp_path / "site.yml"
+    site.write_text(
+        "- name: Engine configuration\n  ansible.builtin.import_playbook: cargoship.engine.engine_config_sync\n"
+    )
+    cli = cargoship(
+        "engine-config-sync", "-i", str(inventory), "--dry-run", "--report-json", str(tmp_path / "cli.json")
+    )
+    assert cli.returncode == 0, cli.stderr
+    imported = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), str(site), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "site.json")},
+    )
+    assert imported.returncode == 0, imported.stdout[-3000:]
+    assert json.loads((tmp_path / "site.json").read_text()) == json.loads((tmp_path / "cli.json").read_text())
+
+
+def test_unlock_breaks_a_lock_whoever_holds_it(fleet, tmp_path):
+    fleet.sh("c1", 'mkdir -p /var/lib/cargoship && echo \'{"run_id": "stuck"}\' > /var/lib/cargoship/lock.json')
+    result = cargoship("unlock", "-i", str(fleet.inventory))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
