@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
 
-.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity clean
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity clean docs
 
 help:
 	@echo "make demo    - bring up local test hosts and run the main job on them"
@@ -61,6 +61,9 @@ demo: deps
 	echo; echo "== 3. dry run again: nothing to do (exit 0 with --detailed-exitcode)"; \
 	$(VENV)/bin/cargoship engine-config-sync -i .lab/inventory.yml --dry-run --detailed-exitcode; \
 	kubectl --kubeconfig .lab/kubeconfig get nodes
+
+docs: venv
+	$(PY) -m cargoship_runner.docs
 
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)

@@ -50,6 +50,7 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
                 "dry_run_label": label,
                 "housekeeping": bool(declaration.get("housekeeping", False)),
                 "unassessed_reason": declaration.get("unassessed_reason", "it declares no read-only assessment"),
+                "assessment": declaration.get("assessment", ""),
                 "has_assessment": os.path.exists(os.path.join(role_dir, "tasks", "assess.yml")),
             }
         )
