@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
 
-.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity clean docs
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity clean docs molecule
 
 help:
 	@echo "make demo    - bring up local test hosts and run the main job on them"
@@ -23,6 +23,8 @@ help:
 	@echo "make lab-up HOSTS=N [CONTROLLERS=M] [ENGINE=k3s|rke2] [VERSION=v1.30.2+k3s1]"
 	@echo "make lab-down - remove every container, namespace, link and process of the lab"
 	@echo "make lint    - ansible-lint (production profile), ruff, ansible-test sanity"
+	@echo "make molecule - the molecule scenario (lab hosts, converge, testinfra verify)"
+	@echo "make docs    - write the phase tables and role argument specs from the phase declarations"
 
 deps: apt venv
 
@@ -62,6 +64,10 @@ demo: deps
 	$(VENV)/bin/cargoship engine-config-sync -i .lab/inventory.yml --dry-run --detailed-exitcode; \
 	kubectl --kubeconfig .lab/kubeconfig get nodes
 
+# molecule's own scenario: create (the lab), converge (the playbook), verify (testinfra), destroy.
+molecule: venv
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/molecule test
+
 docs: venv
 	$(PY) -m cargoship_runner.docs
 
@@ -88,6 +94,7 @@ sanity: venv
 
 test: deps
 	$(MAKE) lint
+	$(MAKE) molecule
 	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
 
 clean: lab-down

@@ -97,8 +97,8 @@ class CallbackModule(CallbackBase):
         self._feed(result, "unreachable")
 
     def v2_playbook_on_stats(self, stats):
-        if self.report is None:
-            return
+        if self.report is None or not self.report.seen_hosts:
+            return  # a playbook that ran no cargoship phase has nothing to report
         report = self.report.as_dict()
         self._display.display("\n" + render_text(report))
         path = self.get_option("report_json")

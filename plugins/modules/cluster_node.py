@@ -31,8 +31,8 @@ options:
     type: str
   names:
     description:
-      - Several nodes, to assess at once what draining each would do (check mode, O(state=drained) only):
-        one API client for a whole batch instead of one per node. The result is in RV(by_node).
+      - Several nodes, to assess at once what draining each would do, with one API client for a whole batch
+        instead of one per node. Check mode and O(state=drained) only; the result is in RV(by_node).
     type: list
     elements: str
   state:
