@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from cargoship_runner import __version__
-from cargoship_runner.collection import phase_lines, phases
+from cargoship_runner.collection import phase_hook_points, phase_lines, phases
 from cargoship_runner.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -103,29 +103,63 @@ def render_report(report: dict) -> None:
             f"[{style}]{phase['status']}[/{style}]",
             "\n".join(lines),
         )
+    for stage in report.get("stages", []):
+        style = STATUS_STYLE.get(stage["status"], "")
+        table.add_row(
+            "",
+            stage["name"],
+            "stage: hooks only",
+            f"[{style}]{stage['status']}[/{style}]",
+            "\n".join(phase_lines(stage)),
+        )
     console.print(table)
 
 
+RUN_OPTIONS = [
+    click.option(
+        "-i",
+        "--inventory",
+        required=True,
+        type=click.Path(exists=True, dir_okay=True, path_type=Path),
+        help="Inventory: hosts and the desired engine configuration.",
+    ),
+    click.option("--dry-run", is_flag=True, help="Connect and assess against the live hosts; change nothing."),
+    click.option("--confirm", is_flag=True, help="Do the real run without asking."),
+    click.option(
+        "-c", "--concurrency", type=click.IntRange(1, 500), help="Hosts worked on in parallel (ansible forks)."
+    ),
+    click.option(
+        "-w",
+        "--work-concurrency",
+        type=concurrency,
+        default="1",
+        show_default=True,
+        help="Workers restarted at once: a count or a percentage.",
+    ),
+    click.option("--limit", help="Only these hosts (an Ansible host pattern)."),
+    click.option(
+        "--vault-password-file",
+        type=click.Path(exists=True, dir_okay=False, path_type=Path),
+        help="For inventories with Ansible Vault secrets.",
+    ),
+    click.option(
+        "--report-json",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Also write the report to this file as JSON.",
+    ),
+    click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do."),
+    click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more)."),
+]
+
+
+def run_options(command):
+    for option in reversed(RUN_OPTIONS):
+        command = option(command)
+    return command
+
+
 @main.command("engine-config-sync")
-@click.option(
-    "-i",
-    "--inventory",
-    required=True,
-    type=click.Path(exists=True, dir_okay=True, path_type=Path),
-    help="Inventory: hosts and the desired engine configuration.",
-)
-@click.option("--dry-run", is_flag=True, help="Connect and assess every phase against the live hosts; change nothing.")
-@click.option("--confirm", is_flag=True, help="Do the real run without asking.")
-@click.option("-c", "--concurrency", type=click.IntRange(1, 500), help="Hosts worked on in parallel (ansible forks).")
-@click.option(
-    "-w",
-    "--work-concurrency",
-    type=concurrency,
-    default="1",
-    show_default=True,
-    help="Workers restarted at once: a count or a percentage.",
-)
-@click.option("--limit", help="Only these hosts (an Ansible host pattern).")
+@run_options
 @click.option(
     "--kubeconfig/--no-kubeconfig",
     "update_kubeconfig",
@@ -133,51 +167,100 @@ def render_report(report: dict) -> None:
     help="Write the cluster's admin kubeconfig into the local kubeconfig.",
 )
 @click.option("--label-nodes", is_flag=True, help="Label each node node-role.kubernetes.io/<profile>=true.")
-@click.option(
-    "--vault-password-file",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="For inventories with Ansible Vault secrets.",
-)
-@click.option(
-    "--report-json", type=click.Path(dir_okay=False, path_type=Path), help="Also write the report to this file as JSON."
-)
-@click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do.")
-@click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more).")
-def engine_config_sync(
-    inventory,
-    dry_run,
-    confirm,
-    concurrency,
-    work_concurrency,
-    limit,
-    update_kubeconfig,
-    label_nodes,
-    vault_password_file,
-    report_json,
-    detailed_exitcode,
-    verbose,
-):
+def engine_config_sync(update_kubeconfig, label_nodes, **run):
     """Bring the engine configuration of every host in line with the inventory.
 
     Exit codes: 0 done (or nothing to do), 1 failed, 2 work found (dry run with
     --detailed-exitcode), 3 unreachable host, 4 a host is locked by another run, 64 bad usage,
     130 interrupted.
     """
+    execute(
+        "engine-config-sync",
+        {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes},
+        **run,
+    )
+
+
+@main.group()
+def phase() -> None:
+    """List the phases, or run one phase alone."""
+
+
+@phase.command("list")
+@click.option("--json", "as_json", is_flag=True, help="As JSON, for scripts.")
+def phase_list(as_json):
+    """Every phase of every operation, in order, with its dry-run behaviour and hook points."""
+    declared = phases()
+    if as_json:
+        click.echo(json.dumps([{**p, "hook_points": phase_hook_points(p)} for p in declared], indent=2))
+        return
+    for operation in dict.fromkeys(p["operation"] for p in declared):
+        console.print(f"[bold]{operation}[/bold]")
+        for p in (p for p in declared if p["operation"] == operation):
+            console.print(f"  {p['order']:>2}. [cyan]{p['name']}[/cyan] — {p['title']}")
+            console.print(f"      {p['description']}", soft_wrap=True)
+            console.print(f"      dry run: {p['dry_run_label']}" + (f" ({p['assessment']})" if p["assessment"] else ""))
+            around = " (around each node's own restart)" if p["name"] in ("sync_controller", "sync_worker") else ""
+            console.print(f"      hooks{around}: {', '.join(phase_hook_points(p))}", soft_wrap=True)
+        console.print(
+            "  and the stage [cyan]cluster_ready[/cyan]: once, after the sync, when every node is Ready again"
+        )
+
+
+@phase.command("run")
+@click.argument("name")
+@run_options
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Redo the work even where there is nothing to do (e.g. restart a node whose config matches).",
+)
+@click.option(
+    "--keep-existing", is_flag=True, help="kubeconfig: keep an existing entry of the same name instead of replacing it."
+)
+def phase_run(name, force, keep_existing, **run):
+    """Run phase NAME alone, with the read-only phases it needs and, if it changes hosts, the lock around it."""
+    known = [p["name"] for p in phases()]
+    if name not in known:
+        errors.print(f"unknown phase {name!r}; the phases are: {', '.join(known)} (see `cargoship phase list`)")
+        sys.exit(EXIT_USAGE)
+    extravars = {
+        "cargoship_phase": name,
+        "cargoship_force": force,
+        "cargoship_kubeconfig_keep": keep_existing,
+        # Asking for these phases by name is asking for them to run.
+        "cargoship_kubeconfig_update": name == "kubeconfig",
+        "cargoship_label_nodes": name == "label_nodes",
+    }
+    execute(f"phase {name}", extravars, **run)
+
+
+def execute(
+    title,
+    extravars,
+    inventory,
+    dry_run,
+    confirm,
+    concurrency,
+    work_concurrency,
+    limit,
+    vault_password_file,
+    report_json,
+    detailed_exitcode,
+    verbose,
+):
+    """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
     if not dry_run and not confirm:
         if not sys.stdin.isatty():
             errors.print("a real run changes hosts: pass --confirm (or use --dry-run to see what would change)")
             sys.exit(EXIT_USAGE)
-        if not click.confirm("This restarts the engine on drifted nodes. Continue?", default=False):
+        if not click.confirm("This may restart the engine on drifted nodes. Continue?", default=False):
             sys.exit(EXIT_USAGE)
-    extravars = {
-        "cargoship_work_concurrency": work_concurrency,
-        "cargoship_kubeconfig_update": update_kubeconfig,
-        "cargoship_label_nodes": label_nodes,
-    }
+    extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
     options = RunOptions(
         "engine_config_sync", inventory, dry_run, limit, concurrency, extravars, vault_password_file, verbose
     )
-    console.print(f"cargoship engine-config-sync — {'dry run' if dry_run else 'real run'} on {inventory}")
+    console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {inventory}")
     progress = Progress()
     outcome = run_playbook(options, progress)
     if outcome.report:

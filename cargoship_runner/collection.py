@@ -25,9 +25,9 @@ def _plugin_utils():
     path = str(collections_path())
     if path not in sys.path:
         sys.path.insert(0, path)
-    from ansible_collections.cargoship.engine.plugins.plugin_utils import _phases, _report
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _phases, _report
 
-    return _phases, _report
+    return _phases, _report, _hooks
 
 
 def phases(operation: str | None = None) -> list[dict]:
@@ -38,3 +38,8 @@ def phases(operation: str | None = None) -> list[dict]:
 def phase_lines(phase: dict) -> list[str]:
     """The report's lines for one phase, as the callback's table shows them."""
     return _plugin_utils()[1].phase_lines(phase)
+
+
+def phase_hook_points(phase: dict) -> list[str]:
+    """Where hooks attach to a phase."""
+    return _plugin_utils()[2].hook_points(phase["name"])

@@ -36,13 +36,18 @@ OPTIONS = {
     "cargoship_run_id": "str",
     "cargoship_force": "bool",
     "cargoship_max_clock_skew": "int",
+    "cargoship_hooks": "any",
+    "cargoship_phase": "str",
+    "cargoship_kubeconfig_keep": "bool",
     "cargoship_engine_version": "str",
 }
 KNOWN = set(DESIRED) | set(OPTIONS)
+BOOLEAN_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"}
 
 
 def check_option(name: str, kind: str, value: object) -> None:
-    if kind == "bool" and not isinstance(value, bool):
+    # -e name=false gives the string "false": accept Ansible's boolean spellings, as its modules do.
+    if kind == "bool" and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
         raise InputError(f"{name}: expected true or false, got {value!r}")
     if kind == "int" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         raise InputError(f"{name}: expected a whole number of seconds, got {value!r}")

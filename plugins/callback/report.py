@@ -38,7 +38,7 @@ import os
 from ansible import context
 from ansible.plugins.callback import CallbackBase
 
-from ansible_collections.cargoship.engine.plugins.plugin_utils._report import RunReport, render_text
+from ansible_collections.cargoship.engine.plugins.plugin_utils._report import HOOKS, RunReport, render_text
 
 
 class CallbackModule(CallbackBase):
@@ -53,6 +53,12 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook):
         self.report = RunReport(self.get_option("operation"), bool(context.CLIARGS.get("check")))
+
+    def v2_playbook_on_play_start(self, play):
+        if self.report is not None:
+            # One phase run alone (cargoship phase run, or -e cargoship_phase=NAME): the rest is skipped.
+            selected = play.get_variable_manager().extra_vars.get("cargoship_phase")
+            self.report.selected = selected or None
 
     def v2_runner_on_skipped(self, result):
         # A host that only skipped a phase's tasks was still there: the phase had nothing to do on it.
@@ -76,15 +82,16 @@ class CallbackModule(CallbackBase):
     def phase_of(self, task):
         """The phase a task belongs to: the nearest enclosing role that is a phase (shared roles such as
         node_sync count for the phase that included them)."""
-        node = task
+        node, in_hooks = task, False
         while node is not None:
             role = getattr(node, "_role", None)
             if role is not None:
                 name = role.get_name().rsplit(".", 1)[-1]
                 if name in self.report.by_name:
                     return name
+                in_hooks = in_hooks or name == HOOKS
             node = getattr(node, "_parent", None)
-        return None
+        return HOOKS if in_hooks else None
 
     def v2_runner_on_ok(self, result):
         self._feed(result, "ok")

@@ -197,10 +197,15 @@ def chart_file_name(name: str, namespace: str) -> str:
 
 def secrets_of(state: dict) -> list[str]:
     """Every secret value in the desired state, longest first so masking never leaves a tail."""
+    secret_keys = {key for key, kind in REGISTRY_SCHEMA["configs"][1]["auth"][1].items() if kind == "secret"}
+    registries = state.get("registries")
+    configs = registries.get("configs") if isinstance(registries, dict) else None
     found = []
-    for config in ((state.get("registries") or {}).get("configs") or {}).values():
-        for key, value in (config.get("auth") or {}).items():
-            if REGISTRY_SCHEMA["configs"][1]["auth"][1].get(key) == "secret" and value:
+    # Defensive: this runs before validation too, so that credentials are hidden even in its errors.
+    for config in (configs or {}).values() if isinstance(configs, dict) else []:
+        auth = config.get("auth") if isinstance(config, dict) else None
+        for key, value in (auth or {}).items() if isinstance(auth, dict) else []:
+            if key in secret_keys and value:
                 found.append(str(value))
     return sorted(set(found), key=len, reverse=True)
 

@@ -31,8 +31,8 @@ options:
     type: str
   names:
     description:
-      - Several nodes, to assess at once what draining each would do, with one API client for a whole batch
-        instead of one per node. Check mode and O(state=drained) only; the result is in RV(by_node).
+      - Several nodes at once, with one API client. With O(state=ready), waits until all are Ready.
+        With O(state=drained), only in check mode, assesses what draining each would do (RV(by_node)).
     type: list
     elements: str
   state:
@@ -92,8 +92,8 @@ changes:
   type: list
   elements: str
 ready:
-  description: Whether the node is Ready at the end.
-  returned: with O(name)
+  description: Whether the node (with O(names), every node) is Ready at the end.
+  returned: with O(name), or O(names) and O(state=ready)
   type: bool
 by_node:
   description: With O(names), each node's changes a drain would make.
@@ -227,15 +227,25 @@ def main() -> None:
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
-    if p["names"] is not None and not (module.check_mode and p["state"] == "drained"):
+    several = p["names"] is not None
+    if several and not (p["state"] == "ready" or (p["state"] == "drained" and module.check_mode)):
         module.fail_json(
-            msg="names is for assessing drains (check mode, state=drained); act on one node at a time with name"
+            msg="names is for waiting until several nodes are Ready, or for assessing drains in check mode"
         )
     try:
         core = client.CoreV1Api(config.new_client_from_config(p["kubeconfig"]))
-        if p["names"] is not None:
+        if p["names"] is not None and p["state"] == "drained":
             by_node = {name: drain(core, module, core.read_node(name)) for name in p["names"]}
             module.exit_json(changed=any(by_node.values()), by_node=by_node)
+        if p["names"] is not None:
+            deadline = time.monotonic() + p["timeout"]
+
+            def all_ready() -> bool:
+                return all(is_ready(core.read_node(name)) for name in p["names"])
+
+            if not module.check_mode:
+                wait_until(module, all_ready, f"nodes {', '.join(p['names'])} to be Ready", deadline)
+            module.exit_json(changed=False, ready=all_ready())
         node = core.read_node(p["name"])
     except ApiException as exc:
         module.fail_json(msg=f"cannot read node {p['name']}: {exc.status} {exc.reason}")

@@ -284,7 +284,9 @@ def main() -> None:
         argument_spec={
             "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
             "node_role": {"type": "str", "choices": ["server", "agent"]},
-            "registries": {"type": "dict", "no_log": True},
+            # Not no_log as a whole: that would hide mirrors and endpoints from every diff. The credentials
+            # inside are registered as no-log values below, which hides exactly them, everywhere.
+            "registries": {"type": "dict", "no_log": False},
             "audit_policy": {"type": "dict"},
             "pod_security": {"type": "dict"},
             "chart_values": {"type": "dict"},
@@ -307,6 +309,7 @@ def main() -> None:
     if params["state"] == "restored":
         restore(module)
     state = {key: params[key] for key in ("engine", "registries", "audit_policy", "pod_security", "chart_values")}
+    module.no_log_values.update(secrets_of({"registries": params["registries"]}))
     try:
         state = validate(state)
         files = render(state, params["node_role"], params["with_charts"])

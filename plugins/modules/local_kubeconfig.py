@@ -43,6 +43,10 @@ options:
     description: Name of the cluster, user and context entries.
     type: str
     required: true
+  keep_existing:
+    description: Keep entries of that name that are already in the file instead of replacing them.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -113,6 +117,7 @@ def main() -> None:
             "admin_kubeconfig": {"type": "str", "required": True, "no_log": True},
             "server": {"type": "str", "required": True},
             "name": {"type": "str", "required": True},
+            "keep_existing": {"type": "bool", "default": False},
         },
         supports_check_mode=True,
     )
@@ -136,6 +141,11 @@ def main() -> None:
                 current = yaml.safe_load(handle) or {}
             except yaml.YAMLError as exc:
                 module.fail_json(msg=f"{path} is not valid YAML, not touching it: {exc}")
+    present = any(
+        entry.get("name") == p["name"] for key in ("clusters", "users", "contexts") for entry in current.get(key) or []
+    )
+    if p["keep_existing"] and present:
+        module.exit_json(changed=False, changes=[], msg=f"kept the existing entries named {p['name']} in {path}")
     wanted = merged(current, admin, p["server"], p["name"])
     if wanted == current:
         module.exit_json(changed=False, changes=[])

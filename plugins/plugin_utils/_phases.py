@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
 """Phase declarations (``roles/<phase>/vars/main.yml``) and the dry-run gate that follows from them.
 
-Read by the ``phase_entry`` lookup (which entry point of a phase role a run includes), the report
+Read by the ``phase_steps`` lookup (which entry point of a phase role a run includes), the report
 callback and the ``cargoship`` command, so all of them agree on every phase.
 """
 
@@ -51,11 +51,32 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
                 "housekeeping": bool(declaration.get("housekeeping", False)),
                 "unassessed_reason": declaration.get("unassessed_reason", "it declares no read-only assessment"),
                 "assessment": declaration.get("assessment", ""),
+                "needs": list(declaration.get("needs") or []),
+                "changes_hosts": bool(declaration.get("changes_hosts", False)),
                 "has_assessment": os.path.exists(os.path.join(role_dir, "tasks", "assess.yml")),
             }
         )
     phases.sort(key=lambda p: (p["operation"], p["order"]))
     return tuple(phases)
+
+
+class UnknownPhase(ValueError):
+    """A phase name that no role declares."""
+
+
+def plan(phases: list[dict], selected: str | None) -> list[str]:
+    """The phases a run goes through, in order: all of them, or one selected phase with the phases it
+    needs, the lock around it if it changes hosts, and disconnect."""
+    names = [p["name"] for p in phases]
+    if not selected:
+        return names
+    by_name = {p["name"]: p for p in phases}
+    if selected not in by_name:
+        raise UnknownPhase(f"unknown phase {selected!r}; the phases are: {', '.join(names)}")
+    chosen = {selected, "disconnect", *by_name[selected]["needs"]}
+    if by_name[selected]["changes_hosts"]:
+        chosen |= {"lock", "unlock"}
+    return [name for name in names if name in chosen]
 
 
 def entry_point(phase: dict, check_mode: bool) -> str:

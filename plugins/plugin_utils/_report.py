@@ -9,7 +9,10 @@ assessed or unassessed) follows from the same gate the playbook uses, so no task
 
 from __future__ import annotations
 
-from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases, plan
+
+HOOKS = "hooks"  # what the callback passes for a task of the hooks role outside any phase role
+CLUSTER_READY = "cluster_ready"
 
 
 def change_of(item: object) -> object:
@@ -29,23 +32,34 @@ class RunReport:
         self.phases = phases if phases is not None else load_phases(operation=operation)
         self.by_name = {p["name"]: p for p in self.phases}
         self.seen_hosts: set[str] = set()
+        self.selected: str | None = None
+        # The hook point whose hooks a host is running, and the stages (cluster_ready) seen.
+        self.hook_point: dict[str, str] = {}
+        self.stages: dict[str, dict[str, dict]] = {}
         # phase -> host -> {"disabled", "changes", "failed", "messages"}
         self.hosts: dict[str, dict[str, dict]] = {p["name"]: {} for p in self.phases}
 
     def _entry(self, phase: str, host: str) -> dict:
-        return self.hosts[phase].setdefault(host, {"disabled": False, "changes": [], "failed": False, "messages": []})
+        table = self.hosts[phase] if phase in self.hosts else self.stages.setdefault(phase, {})
+        return table.setdefault(host, {"disabled": False, "changes": [], "failed": False, "messages": []})
 
     def result(self, host: str, phase: str | None, task_name: str, result: dict, status: str) -> None:
         """Feed one task result of ``phase`` (``status``: ok, changed, failed, unreachable, skipped)."""
         self.seen_hosts.add(host)
-        if phase not in self.hosts:
+        marker = result.get("cargoship_phase")
+        if marker and marker.get("phase", "") not in self.hosts:
+            # The hooks role announces its hook point; what follows in that role belongs to it.
+            self.hook_point[host] = marker["phase"]
+        if phase == HOOKS:
+            point = self.hook_point.get(host, "")
+            phase = point if point == CLUSTER_READY else point.split(".", 1)[0]
+        if phase not in self.hosts and phase != CLUSTER_READY:
             return
         entry = self._entry(phase, host)
         if status in ("failed", "unreachable"):
             entry["failed"] = True
             entry["messages"].append(f"{task_name}: {result.get('msg', status)}")
             return
-        marker = result.get("cargoship_phase")
         if marker:
             if marker.get("mode") == "disabled":
                 entry["disabled"] = True
@@ -74,12 +88,19 @@ class RunReport:
             return "nothing to do"
         return "would run" if self.dry_run else "ran"
 
+    def stage_status(self, entry: dict) -> str:
+        if entry["failed"]:
+            return "failed"
+        return ("would run" if self.dry_run else "ran") if entry["changes"] else "nothing to do"
+
     def as_dict(self) -> dict:
         phases = []
         for phase in self.phases:
             entries = self.hosts[phase["name"]]
             disabled = next((e["messages"] for e in entries.values() if e["disabled"]), None)
-            if entry_point(phase, self.dry_run) == "none":
+            if phase["name"] not in plan(self.phases, self.selected):
+                hosts = {}
+            elif entry_point(phase, self.dry_run) == "none":
                 reason = [phase["unassessed_reason"]]
                 hosts = {
                     h: {"status": "unassessed", "changes": [], "messages": reason} for h in sorted(self.seen_hosts)
@@ -105,7 +126,28 @@ class RunReport:
                 {**{k: phase[k] for k in ("name", "title", "dry_run_label")}, "status": status, "hosts": hosts}
             )
         work_found = any(p["status"] == "would run" and not self.by_name[p["name"]]["housekeeping"] for p in phases)
-        return {"operation": self.operation, "dry_run": self.dry_run, "work_found": work_found, "phases": phases}
+        report = {"operation": self.operation, "dry_run": self.dry_run, "work_found": work_found, "phases": phases}
+        if self.selected:
+            report["selected_phase"] = self.selected
+        if self.stages:
+            report["stages"] = [
+                {
+                    "name": name,
+                    "status": next(
+                        (
+                            s
+                            for s in ("failed", "would run", "ran")
+                            if s in {self.stage_status(e) for e in hosts.values()}
+                        ),
+                        "nothing to do",
+                    ),
+                    "hosts": {
+                        h: {"status": self.stage_status(e), "changes": e["changes"]} for h, e in sorted(hosts.items())
+                    },
+                }
+                for name, hosts in self.stages.items()
+            ]
+        return report
 
 
 def phase_lines(phase: dict) -> list[str]:
@@ -131,6 +173,8 @@ def render_text(report: dict) -> str:
         rows.append(
             (str(number), phase["name"], phase["dry_run_label"], phase["status"], " | ".join(phase_lines(phase)))
         )
+    for stage in report.get("stages", []):
+        rows.append(("", stage["name"], "stage: hooks only", stage["status"], " | ".join(phase_lines(stage))))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [title, ""]
     for row in rows:

@@ -100,3 +100,18 @@ def test_kubeconfig_merge_replaces_its_own_entries_and_keeps_the_rest():
     assert merged["clusters"][1]["cluster"]["server"] == "https://10.0.0.1:6443"
     assert merged["current-context"] == "other"
     assert "t0ken" not in local_kubeconfig.masked(merged)
+
+
+def test_engine_config_diff_shows_mirrors_and_hides_only_credentials(tmp_path):
+    if any(Path(p).exists() for p in ("/etc/rancher", "/var/lib/rancher")):
+        pytest.skip("this machine has an engine configuration of its own")
+    registries = {
+        "mirrors": {"docker.io": {"endpoint": ["https://mirror.example:5000"]}},
+        "configs": {"mirror.example:5000": {"auth": {"username": "puller", "password": "hunter2-canary"}}},
+    }
+    payload = {"engine": "k3s", "node_role": "agent", "registries": registries, "_ansible_diff": True}
+    result = run_module("engine_config", payload, check_mode=True)
+    assert result["changed"] and not Path("/etc/rancher").exists()
+    assert "https://mirror.example:5000" in result["changes"][0]["diff"]
+    assert "puller" in result["changes"][0]["diff"]
+    assert "hunter2-canary" not in json.dumps(result)
