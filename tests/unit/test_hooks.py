@@ -1,0 +1,62 @@
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
+
+PHASES = load_phases(operation="engine-config-sync")
+
+
+@pytest.mark.parametrize(
+    ("hooks", "message"),
+    [
+        (
+            {"sync_worker.before.workr": [{"name": "x", "command": "true"}]},
+            "not a hook point (did you mean sync_worker.before.worker?)",
+        ),
+        ({"cluster_ready": []}, "expected a non-empty list"),
+        ({"cluster_ready": [{"command": "true"}]}, 'cargoship_hooks["cluster_ready"][0].name: required'),
+        ({"cluster_ready": [{"name": "x"}]}, "give exactly one of command and tasks"),
+        ({"cluster_ready": [{"name": "x", "command": "a", "tasks": "b"}]}, "give exactly one of command and tasks"),
+        (
+            {"cluster_ready": [{"name": "x", "command": "a", "run_on": "elsewhere"}]},
+            ".run_on: node (the default) or control",
+        ),
+        ({"cluster_ready": [{"name": "x", "comand": "a"}]}, ".comand: unknown key (did you mean 'command'?)"),
+        ({"cluster_ready": [{"name": "x", "command": "a", "may_fail": "yes"}]}, ".may_fail: expected bool"),
+    ],
+)
+def test_bad_hooks_are_rejected_naming_the_key_path(hooks, message):
+    with pytest.raises(ValueError) as error:
+        _hooks.validate(hooks, PHASES)
+    assert message in str(error.value)
+
+
+def test_an_unquoted_on_key_gets_a_clear_error():
+    hooks = yaml.safe_load("cluster_ready:\n  - name: x\n    command: a\n    on: control\n")
+    with pytest.raises(ValueError) as error:
+        _hooks.validate(hooks, PHASES)
+    assert "write run_on, not on" in str(error.value)
+
+
+def test_steps_are_the_same_for_every_host_and_in_the_documented_order():
+    hooks = {
+        "detect_os.before.worker": [{"name": "a", "command": "x"}],
+        "sync_worker.after.worker": [{"name": "b", "command": "y"}],
+    }
+    planned = [p for p in PHASES if p["name"] in ("connect", "detect_os", "sync_worker")]
+    steps = _hooks.steps(planned, hooks, lambda phase: "main")
+    assert [(s["role"], s["point"]) for s in steps] == [
+        ("connect", ""),
+        ("hooks", "detect_os.before"),  # for every host: a controller passes it through
+        ("detect_os", ""),
+        ("sync_worker", ""),  # its hooks run inside it, around each node's restart
+    ]
+
+
+def test_hook_points_cover_both_roles_and_cluster_ready():
+    points = _hooks.all_hook_points(PHASES)
+    assert "lock.before.controller" in points and "disconnect.after.worker" in points
+    assert points[-1] == "cluster_ready" and len(points) == 12 * 4 + 1
