@@ -19,6 +19,7 @@ import ansible_runner
 
 from cargoship_runner.collection import collections_path
 
+SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=15 -o ServerAliveCountMax=3"
 EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE, EXIT_INTERRUPTED = (
     0,
     1,
@@ -73,6 +74,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         # ansible-runner turns host key checking off unless told otherwise; cargoship keeps it on.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
+        # A cut connection must fail the node in about 45 s, not after minutes of TCP retries.
+        "ANSIBLE_SSH_ARGS": SSH_ARGS,
         "ANSIBLE_FORCE_COLOR": "False",
         "CARGOSHIP_REPORT_JSON": str(report_path),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",

@@ -17,6 +17,9 @@ description:
     be deleted, unless told otherwise.
   - V(ready) waits until the node reports Ready. V(uncordoned) makes it schedulable again.
     V(labeled) sets O(labels) where they are missing or different.
+  - A cordon made by V(drained) is marked with the annotation C(cargoship.io/cordoned-by) (the O(owner)).
+    V(released), for O(names), uncordons the nodes so marked that are Ready, which an interrupted run
+    left cordoned. Nodes cordoned by anyone else are left alone.
   - In check mode nothing is changed; the module reports what it would do.
 author:
   - cargoship developers (@cargoship)
@@ -39,7 +42,7 @@ options:
     description: What to make true of the node.
     type: str
     required: true
-    choices: [drained, uncordoned, ready, labeled]
+    choices: [drained, uncordoned, ready, labeled, released]
   kubeconfig:
     description: Path of the kubeconfig on the control host.
     type: path
@@ -60,6 +63,11 @@ options:
     description: Evict pods that use emptyDir volumes (their data is lost).
     type: bool
     default: true
+  owner:
+    description:
+      - Who cordons the node (the run id), written into the cordon's annotation by V(drained).
+      - With V(uncordoned), only a cordon marked with this owner is lifted.
+    type: str
   labels:
     description: Labels to set with V(labeled).
     type: dict
@@ -117,6 +125,10 @@ except ImportError:
     IMPORT_ERROR = traceback.format_exc()
 
 
+CORDONED_BY = "cargoship.io/cordoned-by"
+UNCORDON = {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}}
+
+
 def is_ready(node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
@@ -147,6 +159,20 @@ def pods_to_evict(core, module: AnsibleModule, name: str) -> list:
     return chosen
 
 
+def release(core, module: AnsibleModule) -> None:
+    """Uncordon the nodes of ``names`` that a cargoship run cordoned and left so (it was interrupted) and
+    that are Ready again. A node cordoned by anyone else is left alone."""
+    changes = []
+    for name in module.params["names"]:
+        node = core.read_node(name)
+        owner = (node.metadata.annotations or {}).get(CORDONED_BY)
+        if owner and node.spec.unschedulable and is_ready(node):
+            changes.append(f"uncordon {name} (left cordoned by run {owner})")
+            if not module.check_mode:
+                core.patch_node(name, UNCORDON)
+    module.exit_json(changed=bool(changes), changes=changes)
+
+
 def drain(core, module: AnsibleModule, node) -> list[str]:
     p = module.params
     changes = [] if node.spec.unschedulable else ["cordon"]
@@ -155,7 +181,12 @@ def drain(core, module: AnsibleModule, node) -> list[str]:
     if module.check_mode:
         return changes
     if not node.spec.unschedulable:
-        core.patch_node(p["name"], {"spec": {"unschedulable": True}})
+        # Marked as ours, so that a later run can give back a node an interrupted run left cordoned.
+        cordon = {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {CORDONED_BY: p["owner"] or "cargoship"}},
+        }
+        core.patch_node(p["name"], cordon)
     deadline = time.monotonic() + p["timeout"]
     pending = {(pod.metadata.namespace, pod.metadata.name): pod.metadata.uid for pod in pods}
     refusals: dict[tuple[str, str], str] = {}
@@ -212,7 +243,12 @@ def main() -> None:
         argument_spec={
             "name": {"type": "str"},
             "names": {"type": "list", "elements": "str"},
-            "state": {"type": "str", "required": True, "choices": ["drained", "uncordoned", "ready", "labeled"]},
+            "state": {
+                "type": "str",
+                "required": True,
+                "choices": ["drained", "uncordoned", "ready", "labeled", "released"],
+            },
+            "owner": {"type": "str"},
             "kubeconfig": {"type": "path", "required": True},
             "timeout": {"type": "int", "default": 300},
             "retry_delay": {"type": "int", "default": 5},
@@ -228,15 +264,19 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
     several = p["names"] is not None
-    if several and not (p["state"] == "ready" or (p["state"] == "drained" and module.check_mode)):
-        module.fail_json(
-            msg="names is for waiting until several nodes are Ready, or for assessing drains in check mode"
-        )
+    if several:
+        usable = p["state"] in ("ready", "released") or (p["state"] == "drained" and module.check_mode)
+        if not usable:
+            module.fail_json(msg="names is for ready, released, or assessing drains in check mode")
+    elif p["state"] == "released":
+        module.fail_json(msg="released works on names")
     try:
         core = client.CoreV1Api(config.new_client_from_config(p["kubeconfig"]))
         if p["names"] is not None and p["state"] == "drained":
             by_node = {name: drain(core, module, core.read_node(name)) for name in p["names"]}
             module.exit_json(changed=any(by_node.values()), by_node=by_node)
+        if p["names"] is not None and p["state"] == "released":
+            release(core, module)
         if p["names"] is not None:
             deadline = time.monotonic() + p["timeout"]
 
@@ -259,10 +299,13 @@ def main() -> None:
         if p["state"] == "drained":
             changes = drain(core, module, node)
         elif p["state"] == "uncordoned":
-            if node.spec.unschedulable:
+            marked_by = (node.metadata.annotations or {}).get(CORDONED_BY)
+            # With an owner, lift only that owner's cordon: a node someone cordoned for their own reasons stays so.
+            ours = p["owner"] is None or marked_by == p["owner"]
+            if node.spec.unschedulable and ours:
                 changes = ["uncordon"]
                 if not module.check_mode:
-                    core.patch_node(p["name"], {"spec": {"unschedulable": None}})
+                    core.patch_node(p["name"], UNCORDON)
         elif p["state"] == "ready":
             if not module.check_mode:
                 deadline = time.monotonic() + p["timeout"]

@@ -47,7 +47,9 @@ def validate(hooks: object, phases: list[dict]) -> None:
                 raise ValueError(f"{here}: expected a mapping with name and command or tasks")
             for key, value in hook.items():
                 if key is True:
-                    raise ValueError(f"{here}: a key read as true: write run_on, not on (YAML reads an unquoted on as true)")
+                    raise ValueError(
+                        f"{here}: a key read as true: write run_on, not on (YAML reads an unquoted on as true)"
+                    )
                 if key not in HOOK_KEYS:
                     hint = difflib.get_close_matches(str(key), list(HOOK_KEYS), n=1, cutoff=0.6)
                     raise ValueError(f"{here}.{key}: unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else ""))

@@ -1,0 +1,109 @@
+"""Faults injected into real runs: contention, a planted symlink, a connection cut in the middle of a restart."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = pytest.mark.lab
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cargoship(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
+
+
+def start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(["cargoship", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+@pytest.fixture
+def fleet(lab_manager):
+    lab = lab_manager.get(hosts=3, controllers=1, engine="k3s", fresh=True)
+    desired = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    desired.update(cargoship_lock_stale_after=10, cargoship_lock_touch_interval=2)
+    (lab.state / "group_vars").mkdir(exist_ok=True)
+    (lab.state / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
+    return lab
+
+
+def test_two_real_runs_started_together_exactly_one_proceeds(fleet):
+    runs = [start("engine-config-sync", "-i", str(fleet.inventory), "--confirm") for _run in range(2)]
+    outcomes = sorted((run.wait(timeout=600), run.stderr.read()) for run in runs)
+    assert [code for code, _err in outcomes] == [0, 4], outcomes
+    assert "locked by run" in outcomes[1][1]
+    assert all(fleet.starts(name) == 2 for name in fleet.hosts), "every node restarted exactly once (boot + sync)"
+
+
+def test_a_symlink_planted_at_a_destination_is_refused(fleet):
+    fleet.sh("w1", "ln -s /root/planted-target /etc/rancher/k3s/registries.yaml")
+    try:
+        result = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert (
+            "refusing to manage /etc/rancher/k3s/registries.yaml: it is a symbolic link"
+            in result.stdout + result.stderr
+        )
+        assert fleet.sh("w1", "test -e /root/planted-target", check=False).returncode == 1, (
+            "written through the symlink"
+        )
+        assert fleet.starts("w1") == 1 and not fleet.core.read_node("w1").spec.unschedulable
+    finally:
+        fleet.sh("w1", "rm -f /etc/rancher/k3s/registries.yaml")
+
+
+def test_ssh_cut_in_the_middle_of_a_restart_stops_the_run_and_a_rerun_completes(fleet):
+    veth = fleet.hosts["w1"].veth
+    fleet.sh("w1", "echo 6 > /etc/cargoship-lab/start-delay")
+    run = start("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    try:
+        wait_for(
+            lambda: fleet.sh("w1", "systemctl is-active k3s-agent", check=False).stdout.strip() == "activating",
+            "w1's engine to be starting",
+            timeout=120,
+        )
+        subprocess.run(["ip", "link", "set", veth, "down"], check=True)
+        code = run.wait(timeout=300)
+        stderr = run.stderr.read()
+    finally:
+        subprocess.run(["ip", "link", "set", veth, "up"], check=True)
+    assert code in (1, 3), stderr
+    assert "w1" in stderr
+    assert fleet.starts("w2") == 1, "the rollout went on past the node that was cut off"
+    # Nothing half-written on w1: no temporary file, and every engine file is whole.
+    assert fleet.sh("w1", "find /etc/rancher -name '.cargoship-*'").stdout == ""
+    json.loads(fleet.sh("w1", "cat /etc/rancher/k3s/registries.yaml").stdout)
+    fleet.sh("w1", "rm -f /etc/cargoship-lab/start-delay")
+    fleet.wait_node("w1", "True", timeout=60)
+    time.sleep(11)  # the cut-off node's lock goes stale (10 s here)
+    rerun = cargoship(
+        "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", "/tmp/faults-rerun.json"
+    )
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert not fleet.core.read_node("w1").spec.unschedulable, "the node the cut-off run cordoned was not given back"
+    assert fleet.loaded("w1")["registry_mirrors"] == ["docker.io"]
+    again = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--dry-run", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_a_node_cordoned_by_someone_else_stays_cordoned(fleet):
+    fleet.kubectl("cordon", "w2")
+    try:
+        assert cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm").returncode == 0
+        # w2 was drained and restarted by the run (which uncordons what it cordoned)... but it did not cordon it.
+        assert fleet.core.read_node("w2").spec.unschedulable is True
+    finally:
+        fleet.kubectl("uncordon", "w2")
