@@ -10,15 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import cargoship
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 CANARY = "vaulted-canary-9f3a"
-
-
-def cargoship(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")

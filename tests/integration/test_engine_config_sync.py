@@ -9,16 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import cargoship
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 CANARY = "demo-registry-password-c4n4ry"
 WATCHED = "/etc/rancher /var/lib/rancher/{engine}/server /var/lib/cargoship"
-
-
-def cargoship(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
 
 
 def snapshot(lab) -> dict:

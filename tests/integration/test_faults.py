@@ -9,25 +9,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import cargoship, start_cargoship, wait_for
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def cargoship(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
-
-
-def start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(["cargoship", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def wait_for(condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
 
 
 @pytest.fixture
@@ -41,7 +27,7 @@ def fleet(lab_manager):
 
 
 def test_two_real_runs_started_together_exactly_one_proceeds(fleet):
-    runs = [start("engine-config-sync", "-i", str(fleet.inventory), "--confirm") for _run in range(2)]
+    runs = [start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm") for _run in range(2)]
     outcomes = sorted((run.wait(timeout=600), run.stderr.read()) for run in runs)
     assert [code for code, _err in outcomes] == [0, 4], outcomes
     assert "locked by run" in outcomes[1][1]
@@ -68,7 +54,7 @@ def test_a_symlink_planted_at_a_destination_is_refused(fleet):
 def test_ssh_cut_in_the_middle_of_a_restart_stops_the_run_and_a_rerun_completes(fleet):
     veth = fleet.hosts["w1"].veth
     fleet.sh("w1", "echo 6 > /etc/cargoship-lab/start-delay")
-    run = start("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    run = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
     try:
         wait_for(
             lambda: fleet.sh("w1", "systemctl is-active k3s-agent", check=False).stdout.strip() == "activating",

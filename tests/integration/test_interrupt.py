@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import budget_refusing_every_eviction, engine_files, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -20,23 +21,6 @@ def fleet(lab_manager):
     (lab.state / "group_vars").mkdir(exist_ok=True)
     (lab.state / "group_vars" / "all.yml").write_text((REPO / "examples" / "group_vars" / "all.yml").read_text())
     return lab
-
-
-def wait_for(condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.3)
-
-
-def engine_files(lab, name: str) -> str:
-    """The files the engine reads at start. Chart values are left out: they are written in place,
-    whole, before any node is drained, and are a finished change rather than a half-done one."""
-    return lab.sh(
-        name,
-        "cd / && find etc/rancher var/lib/rancher/k3s/server -type f -not -path '*/lab/*' "
-        "-not -path '*/manifests/*' -not -name k3s.yaml -exec sha256sum {} + | sort",
-    ).stdout
 
 
 def interrupt_when(lab, condition, what: str) -> tuple[int, str]:
@@ -73,19 +57,8 @@ def assert_as_before(lab, before: dict) -> None:
 
 def test_ctrl_c_during_drain_uncordons_and_releases(fleet):
     before = {name: engine_files(fleet, name) for name in fleet.hosts}
-    fleet.policy.create_namespaced_pod_disruption_budget(
-        "default",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "hold"},
-            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
-        },
-    )
-    try:
+    with budget_refusing_every_eviction(fleet):
         code, output = interrupt_when(fleet, lambda: fleet.core.read_node("c1").spec.unschedulable, "c1 to be draining")
-    finally:
-        fleet.policy.delete_namespaced_pod_disruption_budget("hold", "default")
     assert code == 130, output
     assert "interrupted while working on c1" in output
     assert (
@@ -112,3 +85,54 @@ def test_ctrl_c_during_restart_restores_the_previous_config(fleet):
     assert_as_before(fleet, before)
     # The engine runs on the previous files again, not on the ones written before the interrupt.
     assert fleet.loaded("c1")["files"] == loaded_before
+
+
+def test_ctrl_c_while_the_engine_is_stopped_for_the_write_restores_it(fleet):
+    before = {name: engine_files(fleet, name) for name in fleet.hosts}
+    fleet.sh("c1", "echo 3 > /etc/cargoship-lab/start-delay")  # widens the window to act in
+    try:
+        # Between "stop the engine" and "start the engine" the new files are written.
+        code, output = interrupt_when(
+            fleet,
+            lambda: fleet.sh("c1", "systemctl is-active k3s", check=False).stdout.strip() in ("inactive", "activating"),
+            "c1's engine to be stopped for the write",
+        )
+    finally:
+        fleet.sh("c1", "rm -f /etc/cargoship-lab/start-delay")
+    assert code == 130, output
+    assert "c1: Previous configuration" in output and "engine running and node Ready" in output
+    assert_as_before(fleet, before)
+
+
+def test_a_second_ctrl_c_stops_the_recovery_and_says_how_to_finish_it(fleet):
+    fleet.sh("c1", "echo 8 > /etc/cargoship-lab/start-delay")
+    run = subprocess.Popen(
+        ["cargoship", "engine-config-sync", "-i", str(fleet.inventory), "--confirm"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for(
+            lambda: fleet.sh("c1", "systemctl is-active k3s", check=False).stdout.strip() == "activating",
+            "c1's engine to be starting on its new config",
+        )
+        run.send_signal(signal.SIGINT)
+        lines = []
+        for line in run.stdout:
+            lines.append(line)
+            if "putting them back as they were" in line:
+                break
+        time.sleep(3)  # the recovery is now restarting c1 on its previous files, which takes 8 s
+        run.send_signal(signal.SIGINT)
+        output = "".join(lines) + run.communicate(timeout=300)[0]
+    finally:
+        fleet.sh("c1", "rm -f /etc/cargoship-lab/start-delay")
+    assert run.returncode == 130, output
+    assert "c1: NOT recovered (stopped by Ctrl-C)" in output
+    resume = output[output.index("`ansible-playbook") :].split("`")[1]
+    finished = subprocess.run(resume, shell=True, capture_output=True, text=True, timeout=300, check=False)
+    assert finished.returncode == 0, finished.stdout[-2000:]
+    fleet.wait_node("c1", "True")
+    assert not fleet.core.read_node("c1").spec.unschedulable
+    assert fleet.sh("c1", "systemctl is-active k3s").stdout.strip() == "active"

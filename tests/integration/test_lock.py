@@ -9,20 +9,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import budget_refusing_every_eviction, cargoship, start_cargoship, wait_for
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
 LOCK = "/var/lib/cargoship/lock.json"
 STALE_AFTER = 6
-
-
-def cargoship(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
-
-
-def start_cargoship(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(["cargoship", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 @pytest.fixture
@@ -34,25 +27,8 @@ def fleet(lab_manager):
     desired.update(cargoship_lock_stale_after=STALE_AFTER, cargoship_lock_touch_interval=2, cargoship_drain_timeout=90)
     (lab.state / "group_vars").mkdir(exist_ok=True)
     (lab.state / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
-    lab.policy.create_namespaced_pod_disruption_budget(
-        "default",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "hold"},
-            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
-        },
-    )
-    yield lab
-    if any(p.metadata.name == "hold" for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
-        lab.policy.delete_namespaced_pod_disruption_budget("hold", "default")
-
-
-def wait_for(condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
+    with budget_refusing_every_eviction(lab, "hold"):
+        yield lab
 
 
 def lock_age(lab, host: str) -> float | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from helpers import cargoship
 
 pytestmark = pytest.mark.lab
 
@@ -32,10 +33,6 @@ RECORD = 'echo "{point} $(hostname) $(date +%s.%N)" | sudo tee -a /root/hooks.lo
 LOCK_STATE = (
     "sudo sh -c 'test -e /var/lib/cargoship/lock.json && echo held || echo free' | sudo tee -a /root/lock-state.log"
 )
-
-
-def cargoship(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
 
 
 def report(path: Path) -> dict:

@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import budget_refusing_every_eviction, cargoship, engine_files
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def cargoship(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=600, check=False)
 
 
 @pytest.fixture(scope="module")
@@ -40,14 +36,6 @@ def inventory_with(lab, tmp_path: Path, **overrides) -> Path:
     desired.update(overrides)
     (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
     return inventory
-
-
-def engine_files(lab, name: str) -> str:
-    return lab.sh(
-        name,
-        "cd / && find etc/rancher var/lib/rancher/k3s/server -type f -not -path '*/lab/*' "
-        "-not -name k3s.yaml -exec sha256sum {} + | sort",
-    ).stdout
 
 
 def test_engine_refusing_new_config_is_rolled_back_and_the_rollout_stops(fleet, tmp_path):
@@ -83,19 +71,8 @@ def test_drain_blocked_by_a_budget_is_bounded_and_leaves_the_node_as_it_was(flee
     fleet.sh("w1", "sed -i 's/registry.internal.example/elsewhere.example/' /etc/rancher/k3s/registries.yaml")
     drifted = engine_files(fleet, "w1")
     starts = fleet.starts("w1")
-    fleet.policy.create_namespaced_pod_disruption_budget(
-        "default",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": "web-all"},
-            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
-        },
-    )
-    try:
+    with budget_refusing_every_eviction(fleet):
         result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
-    finally:
-        fleet.policy.delete_namespaced_pod_disruption_budget("web-all", "default")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "did not finish within 6s" in result.stdout + result.stderr
     assert "a PodDisruptionBudget does not allow it yet" in result.stdout + result.stderr

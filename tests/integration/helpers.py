@@ -1,0 +1,56 @@
+"""What the lab tests share: running the command, waiting, and common cluster conditions."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cargoship(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """The real command, as a user runs it."""
+    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def start_cargoship(*args: str) -> subprocess.Popen:
+    """The real command in the background, for tests that act while it runs."""
+    return subprocess.Popen(["cargoship", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(condition, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.3)
+
+
+def engine_files(lab, name: str) -> str:
+    """Checksums of the files the engine reads at start on one host. Chart values are left out: they are
+    written in place, whole, before any node is drained, and are a finished change of their own."""
+    return lab.sh(
+        name,
+        "cd / && find etc/rancher var/lib/rancher/k3s/server -type f -not -path '*/lab/*' "
+        "-not -path '*/manifests/*' -not -name k3s.yaml -exec sha256sum {} + | sort",
+    ).stdout
+
+
+@contextmanager
+def budget_refusing_every_eviction(lab, name: str = "hold"):
+    """A PodDisruptionBudget that keeps every web pod: drains block until it is gone."""
+    lab.policy.create_namespaced_pod_disruption_budget(
+        "default",
+        {
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name},
+            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
+        },
+    )
+    try:
+        yield
+    finally:
+        if any(p.metadata.name == name for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
+            lab.policy.delete_namespaced_pod_disruption_budget(name, "default")
