@@ -14,6 +14,10 @@ description:
   - With O(state=present), writes every drifted file atomically (temporary file in the same
     directory, then rename), mode 0600, owner root, after copying the previous version to a backup
     directory outside the engine's manifests directory.
+  - With O(state=staged), takes that backup and writes every drifted file in full next to its
+    destination under a hidden name, without touching anything the engine reads. A later
+    O(state=present) with the same O(backup_id) then only renames the staged files into place, so
+    that a full disk or a read-only directory fails at staging, before the engine is stopped.
   - With O(state=restored), puts back the files of an earlier backup, removing files that did not
     exist before it.
   - Registry credentials are masked in diffs and never returned.
@@ -59,12 +63,14 @@ options:
   state:
     description:
       - V(present) makes the files match; V(restored) puts back the backup O(backup_id).
+      - V(staged) prepares V(present) (see the description); it changes no file the engine reads.
       - V(cleaned) removes temporary files that an interrupted write of this module left in the engine's directories.
     type: str
     default: present
-    choices: [present, restored, cleaned]
+    choices: [present, staged, restored, cleaned]
   backup_id:
-    description: Name of the backup taken before writing, or to restore. Required with O(state=restored).
+    description:
+      - Name of the backup taken before writing, or to restore. Required with O(state=restored) and O(state=staged).
     type: str
   backup_root:
     description: Where backups are kept. Must not be inside the manifests directory.
@@ -92,6 +98,15 @@ EXAMPLES = r"""
     node_role: server
     registries: "{{ cargoship_registries }}"
     audit_policy: "{{ cargoship_audit_policy }}"
+    backup_id: "{{ cargoship_run_id }}"
+  become: true
+
+- name: Prepare the new files while the engine still runs (a full disk fails here)
+  cargoship.engine.engine_config:
+    engine: k3s
+    node_role: agent
+    registries: "{{ cargoship_registries }}"
+    state: staged
     backup_id: "{{ cargoship_run_id }}"
   become: true
 
@@ -128,6 +143,9 @@ changes:
       type: str
     diff:
       description: Unified diff of the file, registry credentials masked.
+      type: str
+    staged:
+      description: With O(state=staged), where the new content waits to be renamed into place.
       type: str
     restart:
       description: Whether the engine must restart to read this change.
@@ -176,12 +194,25 @@ def read_current(module: AnsibleModule, path: str) -> str | None:
     return None
 
 
-def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
-    directory = os.path.dirname(path)
+def staged_path_of(path: str, backup_id: str) -> str:
+    """Where state=staged leaves the new content of path: beside it, so that putting it in place is a rename.
+    The name ends in .new so that no engine pattern (config.yaml.d/*.yaml matches hidden files) reads it."""
+    return os.path.join(os.path.dirname(path), f"{TEMP_PREFIX}staged-{backup_id}-{os.path.basename(path)}.new")
+
+
+def write_whole(module: AnsibleModule, directory: str, content: str, name: str | None = None) -> str:
+    """Write content to a new root-owned 0600 file in directory, flushed to disk; return its path.
+    A partly written file is removed before the error goes up."""
     if os.path.islink(directory):
         module.fail_json(msg=f"refusing to write into {directory}: it is a symbolic link")
     os.makedirs(directory, mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+    if name is None:
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
+    else:
+        tmp = os.path.join(directory, name)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             os.fchmod(handle.fileno(), 0o600)
@@ -189,12 +220,42 @@ def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
             handle.flush()
             os.fsync(handle.fileno())
         os.chown(tmp, 0, 0)
-        module.atomic_move(tmp, path)
-        os.chmod(path, 0o600)
+    except OSError:
+        os.unlink(tmp)
+        raise
+    return tmp
+
+
+def put_in_place(module: AnsibleModule, ready: str, path: str) -> None:
+    """Rename a whole file over path (the same directory, so nothing is ever half there)."""
+    module.atomic_move(ready, path)
+    os.chmod(path, 0o600)
+
+
+def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
+    try:
+        put_in_place(module, write_whole(module, os.path.dirname(path), content), path)
     except OSError as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
         module.fail_json(msg=f"could not write {path}: {to_native(exc)}; the previous file is unchanged", path=path)
+
+
+def take_staged(path: str, content: str, backup_id: str) -> str | None:
+    """The staged file for path if it holds exactly content, else None (and a stale one is removed)."""
+    staged = staged_path_of(path, backup_id)
+    if not os.path.isfile(staged) or os.path.islink(staged):
+        return None
+    with open(staged, encoding="utf-8") as handle:
+        if handle.read() == content:
+            return staged
+    os.unlink(staged)
+    return None
+
+
+def remove_staged(paths: list[str], backup_id: str) -> None:
+    for path in paths:
+        staged = staged_path_of(path, backup_id)
+        if os.path.lexists(staged):
+            os.unlink(staged)
 
 
 def backup_dir_of(module: AnsibleModule) -> str:
@@ -218,7 +279,8 @@ def take_backup(module: AnsibleModule, directory: str, files: list[dict]) -> Non
     if os.path.exists(index_path):
         with open(index_path, encoding="utf-8") as handle:
             index = json.load(handle)
-    for number, item in enumerate(files, start=len(index)):
+    known = len(index)
+    for number, item in enumerate(files, start=known):
         path = item["path"]
         if path in index:
             continue
@@ -229,6 +291,8 @@ def take_backup(module: AnsibleModule, directory: str, files: list[dict]) -> Non
             index[path] = saved
         else:
             index[path] = None
+    if len(index) == known:
+        return
     fd, tmp = tempfile.mkstemp(dir=directory)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         json.dump(index, handle, indent=2)
@@ -248,6 +312,8 @@ def restore(module: AnsibleModule) -> None:
     with open(index_path, encoding="utf-8") as handle:
         index = json.load(handle)
     changes = []
+    if not module.check_mode:
+        remove_staged(list(index), module.params["backup_id"])
     for path, saved in sorted(index.items()):
         current = read_current(module, path)
         if saved is None:
@@ -279,6 +345,50 @@ def clean(module: AnsibleModule) -> None:
     module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
 
 
+def stage(module: AnsibleModule, directory: str, drifted: list[dict], changes: list[dict]) -> None:
+    """Back up, then write every new file whole beside its destination. Any failure (a full disk, say)
+    removes what was staged and fails with nothing the engine reads changed."""
+    backup_id = module.params["backup_id"]
+    done = []
+    try:
+        take_backup(module, directory, drifted)
+        for number, item in enumerate(drifted):
+            path = item["path"]
+            read_current(module, path)  # refuses a symbolic link planted since the comparison
+            name = os.path.basename(staged_path_of(path, backup_id))
+            done.append(path)
+            changes[number]["staged"] = write_whole(module, os.path.dirname(path), item["content"], name)
+    except OSError as exc:
+        remove_staged(done, backup_id)
+        module.fail_json(
+            msg=f"could not prepare the new {done[-1] if done else 'backup in ' + directory}: {to_native(exc)}. "
+            "Nothing was changed: the current files, the engine and the node are as they were",
+            path=done[-1] if done else directory,
+        )
+
+
+def write(module: AnsibleModule, directory: str, drifted: list[dict]) -> None:
+    """Put every drifted file in place: by renaming what state=staged prepared, else by writing it now."""
+    try:
+        take_backup(module, directory, drifted)
+    except OSError as exc:
+        module.fail_json(
+            msg=f"could not back up the current files in {directory}: {to_native(exc)}; nothing was written"
+        )
+    for item in drifted:
+        staged = take_staged(item["path"], item["content"], module.params["backup_id"])
+        if staged is None:
+            write_atomically(module, item["path"], item["content"])
+            continue
+        try:
+            put_in_place(module, staged, item["path"])
+        except OSError as exc:
+            module.fail_json(
+                msg=f"could not put {item['path']} in place: {to_native(exc)}; the previous file is unchanged",
+                path=item["path"],
+            )
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -291,7 +401,7 @@ def main() -> None:
             "pod_security": {"type": "dict"},
             "chart_values": {"type": "dict"},
             "with_charts": {"type": "bool", "default": False},
-            "state": {"type": "str", "default": "present", "choices": ["present", "restored", "cleaned"]},
+            "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},
             "backup_id": {"type": "str"},
             "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
             "only_kinds": {
@@ -300,7 +410,11 @@ def main() -> None:
                 "choices": ["registries", "audit_policy", "pod_security", "config", "chart_values"],
             },
         },
-        required_if=[("state", "restored", ["backup_id", "node_role"]), ("state", "present", ["node_role"])],
+        required_if=[
+            ("state", "restored", ["backup_id", "node_role"]),
+            ("state", "staged", ["backup_id", "node_role"]),
+            ("state", "present", ["node_role"]),
+        ],
         supports_check_mode=True,
     )
     params = module.params
@@ -356,10 +470,13 @@ def main() -> None:
         if not params["backup_id"]:
             module.fail_json(msg="backup_id is required to write files (the previous versions are kept under it)")
         directory = backup_dir_of(module)
-        take_backup(module, directory, drifted)
-        for item in drifted:
-            write_atomically(module, item["path"], item["content"])
         result["backup_dir"] = directory
+        if params["state"] == "staged":
+            stage(module, directory, drifted, changes)
+        else:
+            write(module, directory, drifted)
+    if params["state"] == "present" and params["backup_id"] and not module.check_mode:
+        remove_staged([item["path"] for item in files], params["backup_id"])
     module.exit_json(**result)
 
 

@@ -7,6 +7,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import labctl
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -54,3 +56,23 @@ def budget_refusing_every_eviction(lab, name: str = "hold"):
     finally:
         if any(p.metadata.name == name for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
             lab.policy.delete_namespaced_pod_disruption_budget(name, "default")
+
+
+@contextmanager
+def disk_full(lab, name: str, directory: str):
+    """``directory`` on host ``name`` becomes a small file system holding a copy of its files and
+    nothing to spare, until the block ends (then the host's own directory shows through again)."""
+    pid = labctl.podman("inspect", "--format", "{{.State.Pid}}", lab.hosts[name].container).stdout.strip()
+
+    def inside(command: str) -> None:
+        subprocess.run(["nsenter", "-t", pid, "-m", "sh", "-c", command], check=True, capture_output=True, text=True)
+
+    inside(
+        f"mkdir -p /run/full-disk && cp -a {directory}/. /run/full-disk/ && "
+        f"mount -t tmpfs -o size=256k,mode=0700 full-disk {directory} && cp -a /run/full-disk/. {directory}/ && "
+        f"(dd if=/dev/zero of={directory}/.filler bs=4k 2>/dev/null || true)"
+    )
+    try:
+        yield
+    finally:
+        inside(f"umount {directory} && rm -rf /run/full-disk")

@@ -124,6 +124,8 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
         assert not fleet.core.read_node(name).spec.unschedulable
         mode = fleet.sh(name, "stat -c '%a %U' /etc/rancher/k3s/registries.yaml").stdout.split()
         assert mode == ["600", "root"]
+        leftovers = fleet.sh(name, "find /etc/rancher /var/lib/rancher -name '.cargoship-*'").stdout
+        assert leftovers == "", f"staged or temporary files left on {name}"
     assert fleet.loaded("c1")["server_files"] == {
         "audit-policy": "/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml",
         "pod-security": "/var/lib/rancher/k3s/server/cargoship-pod-security.yaml",

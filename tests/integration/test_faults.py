@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship, start_cargoship, wait_for
+from helpers import cargoship, disk_full, engine_files, start_cargoship, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -49,6 +49,30 @@ def test_a_symlink_planted_at_a_destination_is_refused(fleet):
         assert fleet.starts("w1") == 1 and not fleet.core.read_node("w1").spec.unschedulable
     finally:
         fleet.sh("w1", "rm -f /etc/rancher/k3s/registries.yaml")
+
+
+def test_a_full_disk_fails_before_the_node_is_touched_and_a_rerun_completes(fleet):
+    with disk_full(fleet, "w1", "/etc/rancher/k3s"):
+        before = engine_files(fleet, "w1")
+        result = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+        output = result.stdout + result.stderr
+        assert result.returncode == 1, output
+        assert (
+            "could not prepare the new /etc/rancher/k3s/registries.yaml: [Errno 28] No space left on device" in output
+        )
+        assert (
+            "Nothing was changed: the current files, the engine and the node are as they were. The rollout stopped"
+            in output
+        )
+        assert engine_files(fleet, "w1") == before, "a file the engine reads changed"
+        assert fleet.sh("w1", "find /etc/rancher -name '.cargoship-*'").stdout == "", "a staged file was left"
+        assert fleet.starts("w1") == 1, "the engine was restarted"
+        assert not fleet.core.read_node("w1").spec.unschedulable
+        assert fleet.starts("c1") == 2 and fleet.starts("w2") == 1, "the rollout did not stop at w1"
+        assert fleet.sh("w1", "ls /var/lib/cargoship/lock*", check=False).returncode != 0, "w1's lock was kept"
+    rerun = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    assert fleet.loaded("w1")["registry_mirrors"] == ["docker.io"] and fleet.starts("w1") == 2
 
 
 def test_ssh_cut_in_the_middle_of_a_restart_stops_the_run_and_a_rerun_completes(fleet):

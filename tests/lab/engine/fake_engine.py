@@ -226,7 +226,8 @@ def load_yaml_file(path: str, what: str) -> object:
 def load_config(flavor: str, role: str) -> tuple[dict, dict[str, str]]:
     """Read config.yaml and config.yaml.d/*.yaml like the engine: later files override earlier keys."""
     base = f"/etc/rancher/{flavor}/config.yaml"
-    paths = ([base] if os.path.exists(base) else []) + sorted(glob.glob(f"{base}.d/*.yaml"))
+    # Go's filepath.Glob, which the engine uses, matches hidden files too: so does this.
+    paths = ([base] if os.path.exists(base) else []) + sorted(glob.glob(f"{base}.d/*.yaml", include_hidden=True))
     allowed = COMMON_KEYS | FLAVOR_KEYS[flavor][role] | (SERVER_KEYS if role == "server" else set())
     merged: dict = {}
     hashes: dict[str, str] = {}
