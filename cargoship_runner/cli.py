@@ -13,6 +13,7 @@ from rich.table import Table
 
 from cargoship_runner import __version__
 from cargoship_runner.collection import phase_hook_points, phase_lines, phases
+from cargoship_runner.preflight import malformed_yaml
 from cargoship_runner.runner import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -64,6 +65,7 @@ class Progress:
 
     def __init__(self) -> None:
         self.in_flight: set[str] = set()
+        self.locking = False  # whether the run reached its lock phase (else it holds no lock to release)
         self.phase_names = {p["name"] for p in phases()}
         self.current: dict[str, str] = {}
 
@@ -77,6 +79,8 @@ class Progress:
         elif kind == "runner_on_ok" and data.get("task") == CLOSES_NODE and "ready" in result:
             self.in_flight.discard(host)
         role = (data.get("role") or "").rsplit(".", 1)[-1]
+        if kind == "runner_on_start" and role == "lock":
+            self.locking = True
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
             if self.current.get(host) != role:
                 self.current[host] = role
@@ -256,6 +260,7 @@ def execute(
             sys.exit(EXIT_USAGE)
         if not click.confirm("This may restart the engine on drifted nodes. Continue?", default=False):
             sys.exit(EXIT_USAGE)
+    check_inventory(inventory)
     extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
     options = RunOptions(
         "engine_config_sync", inventory, dry_run, limit, concurrency, extravars, vault_password_file, verbose
@@ -268,10 +273,12 @@ def execute(
         if report_json:
             report_json.write_text(json.dumps(outcome.report, indent=2))
     elif not outcome.interrupted:
-        errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report; rerun with -v for details")
+        errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
+        for line in outcome.ansible_errors or ["(no error message; rerun with -v for details)"]:
+            errors.print(f"  {line}", markup=False)
     if outcome.interrupted and progress.in_flight:
         recover(options, outcome.run_id, sorted(progress.in_flight))
-    if not dry_run and outcome.rc != 0:
+    if not dry_run and outcome.rc != 0 and progress.locking:
         release_own_locks(options, outcome.run_id)
     if outcome.interrupted:
         errors.print("interrupted")
@@ -288,6 +295,16 @@ def execute(
     if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
         sys.exit(EXIT_WORK_FOUND)
     sys.exit(EXIT_OK)
+
+
+def check_inventory(inventory: Path) -> None:
+    """Malformed inventory files are named here, before Ansible starts (which would not name them)."""
+    problems = malformed_yaml(inventory)
+    for problem in problems:
+        errors.print(problem, markup=False)
+    if problems:
+        errors.print("nothing was run: fix the inventory first")
+        sys.exit(EXIT_FAILED)
 
 
 def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
@@ -350,6 +367,7 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
 @click.option("--vault-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 def unlock(inventory, limit, vault_password_file):
     """Break the cargoship lock on the hosts, whoever holds it."""
+    check_inventory(inventory)
     outcome = run_playbook(
         RunOptions("unlock", inventory, False, limit, None, {"cargoship_unlock_force": True}, vault_password_file)
     )

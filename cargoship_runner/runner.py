@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -50,6 +51,9 @@ class RunOutcome:
     unreachable: list[str]
     run_id: str
     interrupted: bool
+    # Ansible's own error lines (message and origin, never the quoted source), for a run that ended
+    # before the report callback could say what happened.
+    ansible_errors: list[str] = field(default_factory=list)
 
 
 def playbook_path(name: str) -> Path:
@@ -104,10 +108,31 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         thread.join()
         report = json.loads(report_path.read_text()) if report_path.exists() else None
         unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
-        return RunOutcome(runner.rc if runner.rc is not None else 1, report, unreachable, run_id, interrupted.is_set())
+        return RunOutcome(
+            runner.rc if runner.rc is not None else 1,
+            report,
+            unreachable,
+            run_id,
+            interrupted.is_set(),
+            [] if report else error_lines(runner),
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
         shutil.rmtree(private, ignore_errors=True)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def error_lines(runner) -> list[str]:
+    """The error and origin lines of ansible-playbook's output. The source excerpt Ansible prints under
+    an error is left out: it quotes the user's file, which may hold a credential."""
+    try:
+        text = runner.stdout.read()
+    except (OSError, AttributeError):
+        return []
+    lines = [ANSI.sub("", line).strip() for line in text.splitlines()]
+    return [line for line in lines if line.startswith(("[ERROR]", "ERROR!", "Origin:"))]
 
 
 def lock_holder_message(report: dict | None) -> str | None:

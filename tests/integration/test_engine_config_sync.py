@@ -171,20 +171,48 @@ def test_a_held_lock_stops_the_run_naming_its_holder(fleet):
         fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
 
 
-def test_misspelled_input_is_rejected_before_any_host_is_contacted(fleet, tmp_path):
+@pytest.mark.parametrize(
+    ("group_vars", "message"),
+    [
+        pytest.param(
+            "cargoship_registries:\n  mirrors:\n    docker.io:\n      endpont: [https://m.example]\n",
+            "cargoship_registries.mirrors[\"docker.io\"].endpont: unknown key (did you mean 'endpoint'?)",
+            id="misspelled-key",
+        ),
+        pytest.param(
+            "cargoship_registries:\n  mirrors:\n    docker.io:\n      endpoint: https://m.example\n",
+            'cargoship_registries.mirrors["docker.io"].endpoint: expected a list',
+            id="wrong-type",
+        ),
+        pytest.param(
+            "cargoship_registries:\n  mirrors:\n    docker.io: [endpoint:\n",
+            "group_vars/all.yml, line 4, column 1: malformed YAML",
+            id="malformed-yaml",
+        ),
+        pytest.param(
+            "cargoship_chart_values:\n  ../../etc/cron.d/x:\n    values: {}\n",
+            'cargoship_chart_values["../../etc/cron.d/x"]: ',
+            id="name-escaping-its-directory",
+        ),
+        pytest.param(
+            "cargoship_chart_values:\n  a-b: {namespace: c, values: {}}\n  b: {namespace: c-a, values: {}}\n",
+            "collides",
+            id="names-colliding-in-the-manifests-directory",
+        ),
+    ],
+)
+def test_bad_input_is_rejected_before_any_host_is_contacted(fleet, tmp_path, group_vars, message):
     inventory = tmp_path / "inventory"
     (inventory / "group_vars").mkdir(parents=True)
     shutil.copy(fleet.inventory, inventory / "hosts.yml")
-    (inventory / "group_vars" / "all.yml").write_text(
-        "cargoship_registries:\n  mirrors:\n    docker.io:\n      endpont: [https://m.example]\n"
-    )
-    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
-    assert result.returncode == 1
-    assert (
-        "cargoship_registries.mirrors[\"docker.io\"].endpont: unknown key (did you mean 'endpoint'?)"
-        in result.stdout + result.stderr
-    )
+    (inventory / "group_vars" / "all.yml").write_text(group_vars)
+    before = snapshot(fleet)
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert message in result.stdout + result.stderr
     assert "Open the SSH session" not in result.stdout
+    assert "lock" not in result.stderr, "no lock was taken, so none should be released or mentioned"
+    assert snapshot(fleet) == before
 
 
 def test_kubeconfig_phase_merges_the_cluster_into_a_local_kubeconfig(fleet, tmp_path):
