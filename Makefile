@@ -95,7 +95,7 @@ sanity: venv
 test: deps
 	$(MAKE) lint
 	$(MAKE) molecule
-	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+	$(VENV)/bin/pytest tests --durations=20 $(PYTEST_ARGS)
 
 clean: lab-down
 	rm -rf $(VENV) .cache
