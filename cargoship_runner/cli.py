@@ -57,6 +57,14 @@ def main() -> None:
 
 # Task names of the node_sync role that open and close the window in which a node is not as it was.
 OPENS_NODE, CLOSES_NODE = "Drain the node", "Uncordon the node"
+# The steps in that window, as what a node is like once each has finished.
+NODE_STEPS = {
+    "Drain the node": "cordoned and drained by this run",
+    "Stop the engine": "engine stopped",
+    "Put the new configuration in place": "new files in place (the previous ones kept in /var/lib/cargoship/backups)",
+    "Start the engine": "engine started",
+    "Wait until the node is Ready": "node Ready",
+}
 
 
 class Progress:
@@ -66,6 +74,8 @@ class Progress:
     def __init__(self) -> None:
         self.in_flight: set[str] = set()
         self.locking = False  # whether the run reached its lock phase (else it holds no lock to release)
+        self.on_task: dict[str, str] = {}  # the task each host started last
+        self.steps: dict[str, list[str]] = {}  # per node in the window: the states its finished steps left
         self.phase_names = {p["name"] for p in phases()}
         self.current: dict[str, str] = {}
 
@@ -74,10 +84,16 @@ class Progress:
         host = data.get("host") or ""
         result = data.get("res") or {}
         kind = event.get("event")
-        if kind == "runner_on_start" and data.get("task") == OPENS_NODE:
+        task = data.get("task") or ""
+        if kind == "runner_on_start":
+            self.on_task[host] = task
+        if kind == "runner_on_start" and task == OPENS_NODE:
             self.in_flight.add(host)
-        elif kind == "runner_on_ok" and data.get("task") == CLOSES_NODE and "ready" in result:
+            self.steps[host] = []
+        elif kind == "runner_on_ok" and task == CLOSES_NODE and "ready" in result:
             self.in_flight.discard(host)
+        elif kind == "runner_on_ok" and task in NODE_STEPS and host in self.in_flight:
+            self.steps[host].append(NODE_STEPS[task])
         role = (data.get("role") or "").rsplit(".", 1)[-1]
         if kind == "runner_on_start" and role == "lock":
             self.locking = True
@@ -268,7 +284,10 @@ def execute(
     console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {inventory}")
     progress = Progress()
     outcome = run_playbook(options, progress)
+    lost = {} if outcome.interrupted else lost_nodes(options, outcome.run_id, progress)
     if outcome.report:
+        if lost:
+            outcome.report["nodes_left_mid_sync"] = lost
         render_report(outcome.report)
         if report_json:
             report_json.write_text(json.dumps(outcome.report, indent=2))
@@ -276,6 +295,12 @@ def execute(
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
         for line in outcome.ansible_errors or ["(no error message; rerun with -v for details)"]:
             errors.print(f"  {line}", markup=False)
+    for node, state in lost.items():
+        errors.print(
+            f"{node} was lost in the middle of its sync, during '{state['lost_during']}'. {state['state']}. "
+            f"{state['resume']}",
+            markup=False,
+        )
     if outcome.interrupted and progress.in_flight:
         recover(options, outcome.run_id, sorted(progress.in_flight))
     if not dry_run and outcome.rc != 0 and progress.locking:
@@ -295,6 +320,24 @@ def execute(
     if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
         sys.exit(EXIT_WORK_FOUND)
     sys.exit(EXIT_OK)
+
+
+def lost_nodes(options: RunOptions, run_id: str, progress: Progress) -> dict[str, dict]:
+    """Nodes the run started to take down and never gave back nor put back (their connection was lost):
+    how far each got, and how to finish it."""
+    lost = {}
+    for node in sorted(progress.in_flight):
+        done = progress.steps.get(node) or []
+        lost[node] = {
+            "lost_during": progress.on_task.get(node, ""),
+            "state": "Done before: " + ("; ".join(done) if done else "nothing (the drain had just started)"),
+            "resume": (
+                "It stays cordoned. After repair, rerun engine-config-sync: it finishes the node and gives it back. "
+                f"To put it back as it was instead: `ansible-playbook -i {options.inventory} cargoship.engine.recover "
+                f"-e cargoship_run_id={run_id} --limit {node}`"
+            ),
+        }
+    return lost
 
 
 def check_inventory(inventory: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import configparser
 import json
 import os
 import re
@@ -20,7 +21,11 @@ import ansible_runner
 
 from cargoship_runner.collection import collections_path
 
-SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=15 -o ServerAliveCountMax=3"
+# Keepalives, so that a cut connection fails its node in about 45 s instead of after minutes of TCP
+# retries. They are appended to the user's ssh_args: ssh takes the first value of an option, so a
+# ServerAlive setting of the user's wins, and the rest of their ssh_args (jump hosts...) stays.
+SSH_KEEPALIVE = "-o ServerAliveInterval=15 -o ServerAliveCountMax=3"
+ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
 EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE, EXIT_INTERRUPTED = (
     0,
     1,
@@ -60,6 +65,30 @@ def playbook_path(name: str) -> Path:
     return collections_path() / "ansible_collections" / "cargoship" / "engine" / "playbooks" / f"{name}.yml"
 
 
+def ansible_cfg() -> Path | None:
+    """The ansible.cfg that ansible-playbook started here would read (ansible-runner runs it elsewhere)."""
+    candidates = [os.environ.get("ANSIBLE_CONFIG"), "ansible.cfg", "~/.ansible.cfg", "/etc/ansible/ansible.cfg"]
+    for candidate in filter(None, candidates):
+        path = Path(candidate).expanduser()
+        path = path / "ansible.cfg" if path.is_dir() else path
+        if path.is_file():
+            return path.resolve()
+    return None
+
+
+def ssh_args(config: Path | None) -> str:
+    """The ssh_args in force (environment, else ansible.cfg, else Ansible's default), keepalives appended."""
+    args = os.environ.get("ANSIBLE_SSH_ARGS")
+    if args is None and config is not None:
+        parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=(";",))
+        try:
+            parser.read(config)
+            args = parser.get("ssh_connection", "ssh_args", fallback=None)
+        except configparser.Error:
+            args = None
+    return f"{ANSIBLE_DEFAULT_SSH_ARGS if args is None else args} {SSH_KEEPALIVE}".strip()
+
+
 def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
@@ -69,6 +98,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     run_id = options.extravars.setdefault("cargoship_run_id", new_run_id())
     private = Path(tempfile.mkdtemp(prefix="cargoship-run-"))
     report_path = private / "report.json"
+    config = ansible_cfg()
     cmdline = ["--check", "--diff"] if options.dry_run else []
     if options.vault_password_file:
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
@@ -78,10 +108,11 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         # ansible-runner turns host key checking off unless told otherwise; cargoship keeps it on.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
-        # A cut connection must fail the node in about 45 s, not after minutes of TCP retries.
-        "ANSIBLE_SSH_ARGS": SSH_ARGS,
+        "ANSIBLE_SSH_ARGS": ssh_args(config),
         "ANSIBLE_FORCE_COLOR": "False",
         "CARGOSHIP_REPORT_JSON": str(report_path),
+        # The user's ansible.cfg, as ansible-playbook would find it from here.
+        **({"ANSIBLE_CONFIG": str(config)} if config else {}),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
         # The run must not outlive this process: the lock keeper ends it if this process dies.
         "CARGOSHIP_CLI_PID": str(os.getpid()),

@@ -66,7 +66,9 @@ options:
   owner:
     description:
       - Who cordons the node (the run id), written into the cordon's annotation by V(drained).
-      - With V(uncordoned), only a cordon marked with this owner is lifted.
+      - With V(uncordoned) and an owner, only a cordon marked by a cargoship run is lifted (this one's, or
+        that of an earlier run that lost the node; the host lock rules out a concurrent one). A cordon
+        someone else made stays.
     type: str
   labels:
     description: Labels to set with V(labeled).
@@ -300,8 +302,9 @@ def main() -> None:
             changes = drain(core, module, node)
         elif p["state"] == "uncordoned":
             marked_by = (node.metadata.annotations or {}).get(CORDONED_BY)
-            # With an owner, lift only that owner's cordon: a node someone cordoned for their own reasons stays so.
-            ours = p["owner"] is None or marked_by == p["owner"]
+            # With an owner, lift only a cargoship run's cordon (this run's, or one a lost run left): a node
+            # someone cordoned for their own reasons stays so.
+            ours = p["owner"] is None or marked_by is not None
             if node.spec.unschedulable and ours:
                 changes = ["uncordon"]
                 if not module.check_mode:

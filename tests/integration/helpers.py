@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from contextlib import contextmanager
@@ -17,9 +18,15 @@ def cargoship(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def start_cargoship(*args: str) -> subprocess.Popen:
-    """The real command in the background, for tests that act while it runs."""
-    return subprocess.Popen(["cargoship", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def start_cargoship(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """The real command in the background, for tests that act while it runs (``env``: added variables)."""
+    return subprocess.Popen(
+        ["cargoship", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def wait_for(condition, what: str, timeout: float = 60) -> None:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 from click.testing import CliRunner
 
 from cargoship_runner import __version__
-from cargoship_runner.cli import main
+from cargoship_runner.cli import Progress, lost_nodes, main
+from cargoship_runner.runner import RunOptions
 
 
 def test_version_names_the_program_and_version():
@@ -23,3 +26,35 @@ def test_unknown_command_is_an_error():
     result = CliRunner().invoke(main, ["no-such-command"])
     assert result.exit_code == 2
     assert "No such command" in result.output
+
+
+def event(kind: str, host: str, task: str, res: dict | None = None) -> dict:
+    return {
+        "event": kind,
+        "event_data": {"host": host, "task": task, "role": "cargoship.engine.node_sync", "res": res or {}},
+    }
+
+
+def test_a_node_lost_mid_sync_is_reported_with_how_far_it_got_and_how_to_finish_it():
+    progress = Progress()
+    for kind, host, task in [
+        ("runner_on_start", "w1", "Drain the node"),
+        ("runner_on_ok", "w1", "Drain the node"),
+        ("runner_on_start", "w1", "Stop the engine"),
+        ("runner_on_ok", "w1", "Stop the engine"),
+        ("runner_on_start", "w1", "Put the new configuration in place"),
+        # w2 went through the whole window and was given back.
+        ("runner_on_start", "w2", "Drain the node"),
+        ("runner_on_ok", "w2", "Drain the node"),
+        ("runner_on_start", "w2", "Uncordon the node"),
+    ]:
+        progress(event(kind, host, task))
+    progress(event("runner_on_ok", "w2", "Uncordon the node", {"ready": True}))
+    lost = lost_nodes(RunOptions("engine_config_sync", Path("inv.yml")), "RUN1", progress)
+    assert list(lost) == ["w1"]
+    assert lost["w1"]["lost_during"] == "Put the new configuration in place"
+    assert lost["w1"]["state"] == "Done before: cordoned and drained by this run; engine stopped"
+    assert (
+        "ansible-playbook -i inv.yml cargoship.engine.recover -e cargoship_run_id=RUN1 --limit w1"
+        in lost["w1"]["resume"]
+    )
