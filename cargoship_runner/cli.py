@@ -15,6 +15,7 @@ from cargoship_runner import __version__
 from cargoship_runner.collection import phase_hook_points, phase_lines, phases
 from cargoship_runner.preflight import malformed_yaml
 from cargoship_runner.runner import (
+    DEFAULT_FORKS,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_LOCKED,
@@ -146,7 +147,10 @@ RUN_OPTIONS = [
     click.option("--dry-run", is_flag=True, help="Connect and assess against the live hosts; change nothing."),
     click.option("--confirm", is_flag=True, help="Do the real run without asking."),
     click.option(
-        "-c", "--concurrency", type=click.IntRange(1, 500), help="Hosts worked on in parallel (ansible forks)."
+        "-c",
+        "--concurrency",
+        type=click.IntRange(1, 500),
+        help=f"Hosts worked on in parallel (ansible forks). Default: forks of your ansible.cfg, else {DEFAULT_FORKS}.",
     ),
     click.option(
         "-w",

@@ -26,6 +26,8 @@ from cargoship_runner.collection import collections_path
 # ServerAlive setting of the user's wins, and the rest of their ssh_args (jump hosts...) stays.
 SSH_KEEPALIVE = "-o ServerAliveInterval=15 -o ServerAliveCountMax=3"
 ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
+# Ansible's own default (5) makes a fleet of hundreds wait in line; used when nothing else is set.
+DEFAULT_FORKS = 25
 EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE, EXIT_INTERRUPTED = (
     0,
     1,
@@ -76,17 +78,32 @@ def ansible_cfg() -> Path | None:
     return None
 
 
+def cfg_value(config: Path | None, section: str, key: str) -> str | None:
+    if config is None:
+        return None
+    parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=(";",))
+    try:
+        parser.read(config)
+        return parser.get(section, key, fallback=None)
+    except configparser.Error:
+        return None
+
+
 def ssh_args(config: Path | None) -> str:
     """The ssh_args in force (environment, else ansible.cfg, else Ansible's default), keepalives appended."""
     args = os.environ.get("ANSIBLE_SSH_ARGS")
-    if args is None and config is not None:
-        parser = configparser.ConfigParser(interpolation=None, inline_comment_prefixes=(";",))
-        try:
-            parser.read(config)
-            args = parser.get("ssh_connection", "ssh_args", fallback=None)
-        except configparser.Error:
-            args = None
+    if args is None:
+        args = cfg_value(config, "ssh_connection", "ssh_args")
     return f"{ANSIBLE_DEFAULT_SSH_ARGS if args is None else args} {SSH_KEEPALIVE}".strip()
+
+
+def forks(requested: int | None, config: Path | None) -> int | None:
+    """--concurrency, else what the user set (ANSIBLE_FORKS, ansible.cfg), else DEFAULT_FORKS."""
+    if requested is not None:
+        return requested
+    if "ANSIBLE_FORKS" in os.environ or cfg_value(config, "defaults", "forks") is not None:
+        return None
+    return DEFAULT_FORKS
 
 
 def new_run_id() -> str:
@@ -130,7 +147,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             envvars=envvars,
             extravars=options.extravars,
             limit=options.limit,
-            forks=options.forks,
+            forks=forks(options.forks, config),
             verbosity=options.verbosity or None,
             quiet=True,
             event_handler=on_event,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cargoship_runner.runner import SSH_KEEPALIVE, ansible_cfg, ssh_args
+from cargoship_runner.runner import DEFAULT_FORKS, SSH_KEEPALIVE, ansible_cfg, forks, ssh_args
 
 
 def test_the_users_ssh_args_are_kept_and_keepalives_appended(tmp_path, monkeypatch):
@@ -32,3 +32,16 @@ def test_the_ansible_cfg_is_found_as_ansible_finds_it(tmp_path, monkeypatch):
     (elsewhere / "ansible.cfg").write_text("[defaults]\n")
     monkeypatch.setenv("ANSIBLE_CONFIG", str(elsewhere))
     assert ansible_cfg() == elsewhere / "ansible.cfg"
+
+
+def test_forks_come_from_the_option_then_the_users_settings_then_a_fleet_sized_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_FORKS", raising=False)
+    plain = tmp_path / "plain.cfg"
+    plain.write_text("[defaults]\n")
+    tuned = tmp_path / "tuned.cfg"
+    tuned.write_text("[defaults]\nforks = 7\n")
+    assert forks(3, tuned) == 3
+    assert forks(None, tuned) is None, "ansible.cfg's forks apply"
+    assert forks(None, plain) == forks(None, None) == DEFAULT_FORKS
+    monkeypatch.setenv("ANSIBLE_FORKS", "9")
+    assert forks(None, plain) is None
