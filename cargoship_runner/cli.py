@@ -58,6 +58,7 @@ def main() -> None:
 
 # Task names of the node_sync role that open and close the window in which a node is not as it was.
 OPENS_NODE, CLOSES_NODE = "Drain the node", "Uncordon the node"
+PER_NODE_PHASES = {"sync_controller", "sync_worker"}
 # The steps in that window, as what a node is like once each has finished.
 NODE_STEPS = {
     "Drain the node": "cordoned and drained by this run",
@@ -79,6 +80,7 @@ class Progress:
         self.steps: dict[str, list[str]] = {}  # per node in the window: the states its finished steps left
         self.phase_names = {p["name"] for p in phases()}
         self.current: dict[str, str] = {}
+        self.announced: set[str] = set()
 
     def __call__(self, event: dict) -> bool:
         data = event.get("event_data") or {}
@@ -101,7 +103,13 @@ class Progress:
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
             if self.current.get(host) != role:
                 self.current[host] = role
-                console.print(f"  [cyan]{role:<16}[/cyan] {host}")
+                # A line per node where nodes go one by one (sync phases); a line per phase elsewhere,
+                # so that a fleet of hundreds does not print a line per host and phase.
+                if role in PER_NODE_PHASES:
+                    console.print(f"  [cyan]{role:<16}[/cyan] {host}")
+                elif role not in self.announced:
+                    self.announced.add(role)
+                    console.print(f"  [cyan]{role}[/cyan]")
         if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
             message = result.get("msg", "") if isinstance(result, dict) else ""
             errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")

@@ -58,3 +58,12 @@ def test_a_node_lost_mid_sync_is_reported_with_how_far_it_got_and_how_to_finish_
         "ansible-playbook -i inv.yml cargoship.engine.recover -e cargoship_run_id=RUN1 --limit w1"
         in lost["w1"]["resume"]
     )
+
+
+def test_progress_has_a_line_per_phase_and_a_line_per_node_only_where_nodes_go_one_by_one(capsys):
+    progress = Progress()
+    for phase in ("connect", "sync_worker"):
+        for host in ("w1", "w2", "w3"):
+            progress({"event": "runner_on_ok", "event_data": {"host": host, "task": "t", "role": f"x.{phase}"}})
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert lines == [["connect"], ["sync_worker", "w1"], ["sync_worker", "w2"], ["sync_worker", "w3"]]
