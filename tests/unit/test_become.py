@@ -1,0 +1,49 @@
+"""`become` only where a task needs root: a static check of every task the collection ships."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+# The modules that need root on the host, and why.
+NEEDS_ROOT = {
+    "cargoship.engine.engine_config": "reads and writes the engine's root-only files and backups",
+    "cargoship.engine.host_lock": "the lock lives in /var/lib/cargoship",
+    "cargoship.engine.host_info": "reads the firewall's rules",
+    "ansible.builtin.systemd_service": "stops and starts the engine",
+    "ansible.builtin.shell": "restarts the engine after a restore (systemctl reset-failed; restart)",
+    "ansible.builtin.slurp": "reads the engine's root-only admin kubeconfig",
+}
+KEYWORDS = {"name", "become", "when", "register", "vars", "tags", "block", "rescue", "always", "loop", "loop_control"}
+
+
+def tasks_of(items):
+    for task in items or []:
+        yield task
+        for section in ("block", "rescue", "always"):
+            yield from tasks_of(task.get(section))
+
+
+def module_of(task: dict) -> str:
+    return next(key for key in task if "." in key and key not in KEYWORDS)
+
+
+def test_become_is_set_only_on_tasks_whose_module_needs_root():
+    files = sorted(REPO.glob("roles/*/tasks/*.yml")) + sorted(REPO.glob("playbooks/*.yml"))
+    checked = 0
+    for path in files:
+        document = yaml.safe_load(path.read_text()) or []
+        plays = document if path.parent.name == "playbooks" else [{"tasks": document}]
+        for play in plays:
+            assert "become" not in play, f"{path}: become on a whole play"
+            for task in tasks_of(play.get("tasks")):
+                if "become" not in task or "block" in task:
+                    continue
+                checked += 1
+                if path.name == "run_one.yml":
+                    assert task["become"] == "{{ hooks_item.become | default(false) }}", "a hook's become is its own"
+                    continue
+                assert module_of(task) in NEEDS_ROOT, f"{path}: {task.get('name')} uses become without needing root"
+    assert checked >= 15
