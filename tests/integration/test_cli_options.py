@@ -46,6 +46,19 @@ def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tm
         assert fleet.sh(name, "test -e /etc/rancher/k3s/registries.yaml", check=False).returncode == 1
 
 
+def test_host_keys_are_checked_an_unknown_host_key_stops_the_run(fleet, tmp_path):
+    inventory = make_inventory(fleet, tmp_path / "inv")
+    hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
+    # The hosts' keys unknown, and nothing in the inventory about checking them: the defaults apply.
+    (tmp_path / "known_hosts").write_text("")
+    hosts["all"]["vars"]["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={tmp_path / 'known_hosts'}"
+    (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "Host key verification failed" in result.stdout + result.stderr
+    assert (tmp_path / "known_hosts").read_text() == "", "a host key was accepted without checking"
+
+
 def test_limit_touches_only_the_hosts_named(fleet, tmp_path):
     inventory = make_inventory(fleet, tmp_path / "inv")
     starts = {name: fleet.starts(name) for name in fleet.hosts}
