@@ -49,9 +49,12 @@ def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tm
 def test_host_keys_are_checked_an_unknown_host_key_stops_the_run(fleet, tmp_path):
     inventory = make_inventory(fleet, tmp_path / "inv")
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
-    # The hosts' keys unknown, and nothing in the inventory about checking them: the defaults apply.
+    # The hosts' keys unknown, and nothing in the inventory about checking them: the defaults apply. No
+    # shared connection either: an SSH master the earlier tests left open would skip the key check.
     (tmp_path / "known_hosts").write_text("")
-    hosts["all"]["vars"]["ansible_ssh_common_args"] = f"-o UserKnownHostsFile={tmp_path / 'known_hosts'}"
+    hosts["all"]["vars"]["ansible_ssh_common_args"] = (
+        f"-o UserKnownHostsFile={tmp_path / 'known_hosts'} -o ControlPath=none"
+    )
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
     result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
     assert result.returncode == 3, result.stdout + result.stderr
