@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 import labctl
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -27,6 +29,16 @@ def start_cargoship(*args: str, env: dict | None = None) -> subprocess.Popen:
         text=True,
         env={**os.environ, **(env or {})},
     )
+
+
+def desired_inventory(lab, directory: Path, **overrides) -> Path:
+    """The lab's hosts with the example desired state (examples/group_vars/all.yml), changed by ``overrides``."""
+    (directory / "group_vars").mkdir(parents=True, exist_ok=True)
+    shutil.copy(lab.inventory, directory / "hosts.yml")
+    state = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+    state.update(overrides)
+    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(state))
+    return directory
 
 
 def wait_for(condition, what: str, timeout: float = 60) -> None:

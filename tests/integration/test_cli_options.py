@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship
+from helpers import cargoship, desired_inventory
 
 pytestmark = pytest.mark.lab
 
@@ -23,18 +22,8 @@ def fleet(lab_manager):
     return lab_manager.get(hosts=3, controllers=1, engine="k3s", fresh=True)
 
 
-def make_inventory(lab, directory: Path, **desired) -> Path:
-    """The lab's hosts with the example desired state, changed by ``desired``."""
-    (directory / "group_vars").mkdir(parents=True, exist_ok=True)
-    shutil.copy(lab.inventory, directory / "hosts.yml")
-    state = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
-    state.update(desired)
-    (directory / "group_vars" / "all.yml").write_text(yaml.safe_dump(state))
-    return directory
-
-
 def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tmp_path):
-    inventory = make_inventory(fleet, tmp_path / "inv")
+    inventory = desired_inventory(fleet, tmp_path / "inv")
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
     hosts["all"]["children"]["workers"]["hosts"]["w9"] = {"ansible_host": "172.31.251.250", "ansible_ssh_timeout": 3}
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
@@ -47,7 +36,7 @@ def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tm
 
 
 def test_host_keys_are_checked_an_unknown_host_key_stops_the_run(fleet, tmp_path):
-    inventory = make_inventory(fleet, tmp_path / "inv")
+    inventory = desired_inventory(fleet, tmp_path / "inv")
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
     # The hosts' keys unknown, and nothing in the inventory about checking them: the defaults apply. No
     # shared connection either: an SSH master the earlier tests left open would skip the key check.
@@ -63,7 +52,7 @@ def test_host_keys_are_checked_an_unknown_host_key_stops_the_run(fleet, tmp_path
 
 
 def test_limit_touches_only_the_hosts_named(fleet, tmp_path):
-    inventory = make_inventory(fleet, tmp_path / "inv")
+    inventory = desired_inventory(fleet, tmp_path / "inv")
     starts = {name: fleet.starts(name) for name in fleet.hosts}
     result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--limit", "w1")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -79,7 +68,7 @@ def test_vaulted_registry_password_reaches_the_host_and_nowhere_else(fleet, tmp_
         text=True,
         check=True,
     ).stdout
-    inventory = make_inventory(fleet, tmp_path / "inv")
+    inventory = desired_inventory(fleet, tmp_path / "inv")
     state = (inventory / "group_vars" / "all.yml").read_text()
     plain = "password: demo-registry-password-c4n4ry"
     assert plain in state
@@ -112,7 +101,7 @@ def test_vaulted_registry_password_reaches_the_host_and_nowhere_else(fleet, tmp_
 
 
 def test_label_nodes_sets_the_profile_label_once(fleet, tmp_path):
-    inventory = make_inventory(fleet, tmp_path / "inv")
+    inventory = desired_inventory(fleet, tmp_path / "inv")
     (inventory / "group_vars" / "workers.yml").write_text("cargoship_profile: infrastructure\n")
     dry = cargoship(
         "engine-config-sync",
@@ -156,7 +145,7 @@ def test_label_nodes_sets_the_profile_label_once(fleet, tmp_path):
 
 
 def test_import_playbook_from_a_site_playbook_gives_the_same_report(fleet, tmp_path):
-    inventory = make_inventory(fleet, tmp_path / "inv")
+    inventory = desired_inventory(fleet, tmp_path / "inv")
     site = tmp_path / "site.yml"
     site.write_text(
         "- name: Engine configuration\n  ansible.builtin.import_playbook: cargoship.engine.engine_config_sync\n"

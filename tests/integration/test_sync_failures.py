@@ -8,8 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import budget_refusing_every_eviction, cargoship, engine_files
+from helpers import budget_refusing_every_eviction, cargoship, desired_inventory, engine_files
 
 pytestmark = pytest.mark.lab
 
@@ -27,20 +26,9 @@ def fleet(lab_manager):
     return lab
 
 
-def inventory_with(lab, tmp_path: Path, **overrides) -> Path:
-    """The lab inventory with the example desired state changed by ``overrides``."""
-    inventory = tmp_path / "inventory"
-    (inventory / "group_vars").mkdir(parents=True)
-    shutil.copy(lab.inventory, inventory / "hosts.yml")
-    desired = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
-    desired.update(overrides)
-    (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
-    return inventory
-
-
 def test_engine_refusing_new_config_is_rolled_back_and_the_rollout_stops(fleet, tmp_path):
     broken_policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
-    inventory = inventory_with(fleet, tmp_path, cargoship_audit_policy=broken_policy)
+    inventory = desired_inventory(fleet, tmp_path / "inventory", cargoship_audit_policy=broken_policy)
     before = {name: (engine_files(fleet, name), fleet.starts(name)) for name in fleet.hosts}
 
     result = cargoship(
@@ -67,7 +55,7 @@ def test_engine_refusing_new_config_is_rolled_back_and_the_rollout_stops(fleet, 
 
 
 def test_drain_blocked_by_a_budget_is_bounded_and_leaves_the_node_as_it_was(fleet, tmp_path):
-    inventory = inventory_with(fleet, tmp_path, cargoship_drain_timeout=6)
+    inventory = desired_inventory(fleet, tmp_path / "inventory", cargoship_drain_timeout=6)
     fleet.sh("w1", "sed -i 's/registry.internal.example/elsewhere.example/' /etc/rancher/k3s/registries.yaml")
     drifted = engine_files(fleet, "w1")
     starts = fleet.starts("w1")
