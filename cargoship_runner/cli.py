@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -176,8 +178,15 @@ RUN_OPTIONS = [
     ),
     click.option(
         "--report-json",
-        type=click.Path(dir_okay=False, path_type=Path),
-        help="Also write the report to this file as JSON.",
+        type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
+        help="Also write the report as JSON to this file (mode 0600), or to standard output with '-' "
+        "(the table and progress then go to standard error).",
+    ),
+    click.option(
+        "--keep-artifacts",
+        is_flag=True,
+        help="Keep ansible-runner's directory of the run (events, output; credentials masked, mode 0700) "
+        "and print its path.",
     ),
     click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do."),
     click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more)."),
@@ -278,6 +287,7 @@ def execute(
     limit,
     vault_password_file,
     report_json,
+    keep_artifacts,
     detailed_exitcode,
     verbose,
 ):
@@ -290,8 +300,18 @@ def execute(
             sys.exit(EXIT_USAGE)
     check_inventory(inventory)
     extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
+    if report_json == Path("-"):
+        console.file = sys.stderr  # standard output carries the JSON report alone
     options = RunOptions(
-        "engine_config_sync", inventory, dry_run, limit, concurrency, extravars, vault_password_file, verbose
+        "engine_config_sync",
+        inventory,
+        dry_run,
+        limit,
+        concurrency,
+        extravars,
+        vault_password_file,
+        verbose,
+        keep_artifacts,
     )
     console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {inventory}")
     progress = Progress()
@@ -302,8 +322,10 @@ def execute(
             outcome.report["nodes_left_mid_sync"] = lost
         render_report(outcome.report)
         if report_json:
-            report_json.write_text(json.dumps(outcome.report, indent=2))
-    elif not outcome.interrupted:
+            write_report(outcome.report, report_json)
+    if outcome.artifacts:
+        errors.print(f"the run's ansible-runner directory is kept in {outcome.artifacts}", markup=False)
+    if not outcome.report and not outcome.interrupted:
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
         for line in outcome.ansible_errors or ["(no error message; rerun with -v for details)"]:
             errors.print(f"  {line}", markup=False)
@@ -332,6 +354,24 @@ def execute(
     if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
         sys.exit(EXIT_WORK_FOUND)
     sys.exit(EXIT_OK)
+
+
+def write_report(report: dict, destination: Path) -> None:
+    """The JSON report, to standard output or to a file that is never readable by others, not even while
+    it is written (it holds diffs of the engine files)."""
+    text = json.dumps(report, indent=2) + "\n"
+    if destination == Path("-"):
+        sys.stdout.write(text)
+        return
+    target = destination.resolve()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, target)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def lost_nodes(options: RunOptions, run_id: str, progress: Progress) -> dict[str, dict]:
@@ -437,6 +477,9 @@ def unlock(inventory, limit, vault_password_file):
 
 def run() -> None:
     """Entry point: usage errors exit 64, so that exit 2 always means "a dry run found work"."""
+    # Whatever the command and the Ansible it starts write on this machine (reports, kubeconfigs, run
+    # directories, logs) is for the operator alone, from the moment it is created.
+    os.umask(0o077)
     try:
         main(standalone_mode=False)
     except click.exceptions.Abort:

@@ -49,6 +49,7 @@ class RunOptions:
     extravars: dict = field(default_factory=dict)
     vault_password_file: Path | None = None
     verbosity: int = 0
+    keep_artifacts: bool = False
 
 
 @dataclass
@@ -61,6 +62,7 @@ class RunOutcome:
     # Ansible's own error lines (message and origin, never the quoted source), for a run that ended
     # before the report callback could say what happened.
     ansible_errors: list[str] = field(default_factory=list)
+    artifacts: Path | None = None  # the run's directory, when kept
 
 
 def playbook_path(name: str) -> Path:
@@ -152,6 +154,9 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             quiet=True,
             event_handler=on_event,
             cancel_callback=interrupted.is_set,
+            # ansible-runner looks at cancel_callback between waits for output of this length (5 s by
+            # default): Ctrl-C would take up to 5 s to stop the run, long enough for a node to move on.
+            settings={"pexpect_timeout": 0.25},
         )
         thread.join()
         report = json.loads(report_path.read_text()) if report_path.exists() else None
@@ -163,10 +168,12 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             run_id,
             interrupted.is_set(),
             [] if report else error_lines(runner),
+            private if options.keep_artifacts else None,
         )
     finally:
         signal.signal(signal.SIGINT, previous)
-        shutil.rmtree(private, ignore_errors=True)
+        if not options.keep_artifacts:
+            shutil.rmtree(private, ignore_errors=True)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")

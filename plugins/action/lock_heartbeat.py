@@ -6,16 +6,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
-import sys
-import tempfile
 
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _lock_keeper
-
-KEEPER = _lock_keeper.__file__
 
 
 def touch_command(path: str, run_id: str, root: bool) -> str:
@@ -63,32 +58,14 @@ class ActionModule(ActionBase):
 
         # ansible-playbook forks the worker running this action: its parent is the run itself.
         run_pid = os.getppid()
-        spool = os.path.join(tempfile.gettempdir(), f"cargoship-keeper-{run_pid}")
-        os.makedirs(spool, mode=0o700, exist_ok=True)
-        entry = os.path.join(spool, f"host-{task_vars['inventory_hostname']}.json")
-        with open(entry + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump({"argv": argv}, handle)
-        os.replace(entry + ".tmp", entry)
-        result.update(changed=False, keeper_pid=self._ensure_keeper(spool, run_pid, int(args.get("interval", 30))))
-        return result
-
-    @staticmethod
-    def _ensure_keeper(spool: str, run_pid: int, interval: int) -> int:
-        pid_file = os.path.join(spool, "keeper.pid")
-        try:
-            fd = os.open(pid_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            with open(pid_file, encoding="ascii") as handle:
-                return int(handle.read().strip() or 0)
         control = os.environ.get("CARGOSHIP_CLI_PID", "")
-        keeper = subprocess.Popen(
-            [sys.executable, KEEPER, spool, str(run_pid), str(interval), *([control] if control.isdigit() else [])],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
-        with os.fdopen(fd, "w", encoding="ascii") as handle:
-            handle.write(str(keeper.pid))
-        return keeper.pid
+        try:
+            spool = _lock_keeper.private_spool(run_pid)
+            _lock_keeper.write_entry(spool, f"host-{task_vars['inventory_hostname']}.json", {"argv": argv})
+            keeper_pid = _lock_keeper.ensure_keeper(
+                spool, run_pid, int(args.get("interval", 30)), control if control.isdigit() else None
+            )
+        except _lock_keeper.UnsafeSpool as exc:
+            return {**result, "failed": True, "msg": str(exc)}
+        result.update(changed=False, keeper_pid=keeper_pid)
+        return result

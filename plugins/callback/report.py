@@ -34,6 +34,7 @@ options:
 
 import json
 import os
+import tempfile
 
 from ansible import context
 from ansible.plugins.callback import CallbackBase
@@ -110,6 +111,8 @@ class CallbackModule(CallbackBase):
         self._display.display("\n" + render_text(report))
         path = self.get_option("report_json")
         if path:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            # It holds diffs of engine files: private from creation, also when it replaces an older file.
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".cargoship-report-")
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 json.dump(report, handle, indent=2)
+            os.replace(tmp, path)

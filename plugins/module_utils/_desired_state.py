@@ -15,7 +15,6 @@ import re
 ENGINES = ("k3s", "rke2")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-MASK = "********"
 
 # What may appear under cargoship_registries (the engine's own registries.yaml schema).
 REGISTRY_SCHEMA = {
@@ -144,8 +143,10 @@ def validate(state: dict) -> dict:
         for name, mirror in (registries.get("mirrors") or {}).items():
             for index, endpoint in enumerate(mirror.get("endpoint") or []):
                 if not re.match(r"^https?://[^\s/]+", endpoint):
+                    # An endpoint may carry user:password@ (the engine takes it): never echo that part.
+                    shown = re.sub(r"//[^/@]*@", "//…@", endpoint)
                     raise InputError(
-                        f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an http(s) URL: {endpoint!r}'
+                        f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an http(s) URL: {shown!r}'
                     )
     for key in ("audit_policy", "pod_security"):
         document = state.get(key)
@@ -195,28 +196,7 @@ def chart_file_name(name: str, namespace: str) -> str:
     return f"cargoship-{namespace}-{name}.yaml" if namespace != "kube-system" else f"cargoship-{name}.yaml"
 
 
-def secrets_of(state: dict) -> list[str]:
-    """Every secret value in the desired state, longest first so masking never leaves a tail."""
-    secret_keys = {key for key, kind in REGISTRY_SCHEMA["configs"][1]["auth"][1].items() if kind == "secret"}
-    registries = state.get("registries")
-    configs = registries.get("configs") if isinstance(registries, dict) else None
-    found = []
-    # Defensive: this runs before validation too, so that credentials are hidden even in its errors.
-    for config in (configs or {}).values() if isinstance(configs, dict) else []:
-        auth = config.get("auth") if isinstance(config, dict) else None
-        for key, value in (auth or {}).items() if isinstance(auth, dict) else []:
-            if key in secret_keys and value:
-                found.append(str(value))
-    return sorted(set(found), key=len, reverse=True)
-
-
-def mask(text: str, secrets: list[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, MASK)
-    return text
-
-
-def _yaml(document: object) -> str:
+def render_document(document: object) -> str:
     """Deterministic YAML without needing PyYAML on the host: JSON is valid YAML 1.2."""
     return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
@@ -232,7 +212,12 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
     files = []
     if state.get("registries") is not None:
         files.append(
-            {"path": paths["registries"], "content": _yaml(state["registries"]), "restart": True, "kind": "registries"}
+            {
+                "path": paths["registries"],
+                "content": render_document(state["registries"]),
+                "restart": True,
+                "kind": "registries",
+            }
         )
     if node_role == "server":
         dropin: dict = {}
@@ -240,7 +225,7 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
         for kind in ("audit_policy", "pod_security"):
             if state.get(kind) is None:
                 continue
-            files.append({"path": paths[kind], "content": _yaml(state[kind]), "restart": True, "kind": kind})
+            files.append({"path": paths[kind], "content": render_document(state[kind]), "restart": True, "kind": kind})
             if engine == "rke2":
                 dropin[RKE2_KEYS[kind]] = paths[kind]
             else:
@@ -249,7 +234,9 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
             # "+" appends to what config.yaml already passes to kube-apiserver instead of replacing it.
             dropin["kube-apiserver-arg+"] = apiserver_args
         if dropin:
-            files.append({"path": paths["config_dropin"], "content": _yaml(dropin), "restart": True, "kind": "config"})
+            files.append(
+                {"path": paths["config_dropin"], "content": render_document(dropin), "restart": True, "kind": "config"}
+            )
         if with_charts:
             for name, settings in sorted((state.get("chart_values") or {}).items()):
                 namespace = settings.get("namespace", "kube-system")
@@ -265,7 +252,9 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
                     },
                 }
                 path = posixpath.join(paths["manifests"], chart_file_name(name, namespace))
-                files.append({"path": path, "content": _yaml(document), "restart": False, "kind": "chart_values"})
+                files.append(
+                    {"path": path, "content": render_document(document), "restart": False, "kind": "chart_values"}
+                )
     for item in files:
         if not any(item["path"].startswith(root + "/") for root in paths["allowed_roots"]) or ".." in item[
             "path"

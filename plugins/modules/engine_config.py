@@ -20,7 +20,10 @@ description:
     that a full disk or a read-only directory fails at staging, before the engine is stopped.
   - With O(state=restored), puts back the files of an earlier backup, removing files that did not
     exist before it.
-  - Registry credentials are masked in diffs and never returned.
+  - Credentials (registry C(auth) values, chart values named like credentials) are never logged, returned or
+    shown. The module's action plugin, on the control host, moves them out of O(registries) and
+    O(chart_values) into O(credentials), which is no-log as a whole. Diffs mask them by their place in
+    the files (the current content included), and mark a credential that changes as changed.
 author:
   - cargoship developers (@cargoship)
 extends_documentation_fragment:
@@ -76,6 +79,14 @@ options:
     description: Where backups are kept. Must not be inside the manifests directory.
     type: path
     default: /var/lib/cargoship/backups
+  credentials:
+    description:
+      - The credential values taken out of O(registries) and O(chart_values), which then hold numbered
+        placeholders in their place. Set by this module's action plugin on the control host; not meant to
+        be set by hand.
+    type: list
+    elements: raw
+    default: []
   only_kinds:
     description: Restrict to these kinds of file.
     type: list
@@ -142,7 +153,7 @@ changes:
       description: V(create), V(update) or, when restoring, V(restore) or V(remove).
       type: str
     diff:
-      description: Unified diff of the file, registry credentials masked.
+      description: Unified diff of the file's content, credentials masked.
       type: str
     staged:
       description: With O(state=staged), where the new content waits to be renamed into place.
@@ -169,12 +180,12 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.common.text.converters import to_native
 
+from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
     InputError,
     engine_paths,
-    mask,
     render,
-    secrets_of,
+    render_document,
     validate,
 )
 
@@ -389,13 +400,93 @@ def write(module: AnsibleModule, directory: str, drifted: list[dict]) -> None:
             )
 
 
+WITHHELD = "(the current content is not shown: it cannot be read as YAML or JSON, and it may hold credentials)\n"
+
+
+def with_credentials(params: dict) -> dict:
+    """The desired state from the module's arguments, with the credentials the action plugin took out back in."""
+    values = params["credentials"]
+    charts = params["chart_values"]
+    if isinstance(charts, dict):
+        charts = {
+            name: {**settings, "values": _credentials.reveal(settings["values"], "chart_values", values)}
+            if isinstance(settings, dict) and "values" in settings
+            else settings
+            for name, settings in charts.items()
+        }
+    return {
+        "engine": params["engine"],
+        "registries": _credentials.reveal(params["registries"], "registries", values),
+        "audit_policy": params["audit_policy"],
+        "pod_security": params["pod_security"],
+        "chart_values": charts,
+    }
+
+
+def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
+    """The current and the new content of a file as a diff shows them: both read as data, every credential
+    masked by its place in the file, a changed one marked so, and both written out the same way, so that
+    the diff shows changes of content. Current content that cannot be read is withheld."""
+    after = _credentials.parse(item["content"])
+    if current is None:
+        before = None
+    else:
+        try:
+            before = _credentials.parse(current)
+        except ValueError:
+            before = WITHHELD
+    if item["kind"] == "registries":
+        masked_before, masked_after = _credentials.masked_pair(
+            "registries", before if isinstance(before, dict) else None, after
+        )
+    elif item["kind"] == "chart_values":
+        masked_before, masked_after = masked_chart_pair(before if isinstance(before, dict) else None, after)
+    else:
+        masked_before, masked_after = before, after
+    if before is None:
+        before_text = ""
+    elif before is WITHHELD:
+        before_text = WITHHELD
+    elif isinstance(before, dict) or item["kind"] not in ("registries", "chart_values"):
+        before_text = render_document(masked_before)
+    else:
+        before_text = WITHHELD  # data of an unexpected shape: masking cannot tell where its credentials are
+    return before_text, render_document(masked_after)
+
+
+def chart_values_of(manifest: dict | None) -> object:
+    content = ((manifest or {}).get("spec") or {}).get("valuesContent")
+    if not isinstance(content, str):
+        return None
+    try:
+        return _credentials.parse(content)
+    except ValueError:
+        return WITHHELD
+
+
+def masked_chart_pair(before: dict | None, after: dict) -> tuple[dict | None, dict]:
+    """A HelmChartConfig keeps its values as text in spec.valuesContent: mask the values inside it."""
+    values_before, values_after = chart_values_of(before), chart_values_of(after)
+    masked_before, masked_after = _credentials.masked_pair(
+        "chart_values", values_before if values_before is not WITHHELD else None, values_after
+    )
+
+    def with_values(manifest: dict | None, original: object, shown: object) -> dict | None:
+        if manifest is None or shown == original:
+            return manifest
+        text = WITHHELD if original is WITHHELD else json.dumps(shown, indent=2, sort_keys=True)
+        return {**manifest, "spec": {**manifest["spec"], "valuesContent": text}}
+
+    return with_values(before, values_before, masked_before), with_values(after, values_after, masked_after)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
             "node_role": {"type": "str", "choices": ["server", "agent"]},
-            # Not no_log as a whole: that would hide mirrors and endpoints from every diff. The credentials
-            # inside are registered as no-log values below, which hides exactly them, everywhere.
+            # Not no_log as a whole, which would hide every mirror and endpoint from the diffs: the action
+            # plugin has moved the credentials inside into the no-log `credentials`, placeholders left here.
             "registries": {"type": "dict", "no_log": False},
             "audit_policy": {"type": "dict"},
             "pod_security": {"type": "dict"},
@@ -404,6 +495,7 @@ def main() -> None:
             "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},
             "backup_id": {"type": "str"},
             "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
+            "credentials": {"type": "list", "elements": "raw", "no_log": True, "default": []},
             "only_kinds": {
                 "type": "list",
                 "elements": "str",
@@ -422,23 +514,27 @@ def main() -> None:
         clean(module)
     if params["state"] == "restored":
         restore(module)
-    state = {key: params[key] for key in ("engine", "registries", "audit_policy", "pod_security", "chart_values")}
-    module.no_log_values.update(secrets_of({"registries": params["registries"]}))
     try:
+        state = with_credentials(params)
+        # Called without its action plugin, the module would have credentials in its arguments: hide
+        # at least every one of them in what it returns.
+        for document, kind in ((state["registries"], "registries"), (state["chart_values"], "chart_values")):
+            found: list = []
+            _credentials.hide(document, kind, found)
+            module.no_log_values.update(str(value) for value in found if value)
         state = validate(state)
         files = render(state, params["node_role"], params["with_charts"])
-    except InputError as exc:
+    except (InputError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     if params["only_kinds"]:
         files = [item for item in files if item["kind"] in params["only_kinds"]]
-    secrets = secrets_of(state)
     changes, diffs, drifted = [], [], []
     for item in files:
         current = read_current(module, item["path"])
         if current == item["content"]:
             continue
         drifted.append(item)
-        masked_before, masked_after = mask(current or "", secrets), mask(item["content"], secrets)
+        masked_before, masked_after = masked_texts(item, current)
         changes.append(
             {
                 "path": item["path"],

@@ -12,7 +12,8 @@ description:
   - Takes the admin kubeconfig a k3s or RKE2 server writes, points it at O(server), and merges its
     cluster, user and context into O(path) under O(name), replacing entries of that name and leaving
     every other entry alone. The current context is set to O(name) only if the file had none.
-  - Written atomically, mode 0600. Credentials are never returned and are masked in the diff.
+  - Written atomically, mode 0600. Credentials are never returned; in the diff every user's credentials (token, password, client key and
+    certificate, exec environment, auth-provider settings) are masked, and a changed one is marked so.
 author:
   - cargoship developers (@cargoship)
 extends_documentation_fragment:
@@ -67,12 +68,13 @@ changes:
   elements: dict
 """
 
-import copy
 import difflib
 import os
 import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
 
 try:
     import yaml
@@ -81,16 +83,11 @@ try:
 except ImportError:
     HAS_YAML = False
 
-SECRET_KEYS = ("client-key-data", "client-certificate-data", "token", "password")
 
-
-def masked(config: dict) -> str:
-    shown = copy.deepcopy(config)
-    for user in shown.get("users") or []:
-        for key in SECRET_KEYS:
-            if key in (user.get("user") or {}):
-                user["user"][key] = "********"
-    return yaml.safe_dump(shown, sort_keys=False)
+def masked_texts(current: dict, wanted: dict) -> tuple[str, str]:
+    """Before and after for the diff, every user's credentials masked (a changed one marked so)."""
+    before, after = _credentials.masked_pair("kubeconfig", current or None, wanted)
+    return (yaml.safe_dump(before, sort_keys=False) if before else ""), yaml.safe_dump(after, sort_keys=False)
 
 
 def upsert(entries: list, name: str, key: str, value: dict) -> list:
@@ -140,7 +137,10 @@ def main() -> None:
             try:
                 current = yaml.safe_load(handle) or {}
             except yaml.YAMLError as exc:
-                module.fail_json(msg=f"{path} is not valid YAML, not touching it: {exc}")
+                # Where, not what: the line may hold a credential.
+                mark = getattr(exc, "problem_mark", None)
+                where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+                module.fail_json(msg=f"{path} is not valid YAML{where}, not touching it")
     present = any(
         entry.get("name") == p["name"] for key in ("clusters", "users", "contexts") for entry in current.get(key) or []
     )
@@ -149,25 +149,19 @@ def main() -> None:
     wanted = merged(current, admin, p["server"], p["name"])
     if wanted == current:
         module.exit_json(changed=False, changes=[])
+    masked_before, masked_after = masked_texts(current, wanted)
     changes = [
         {
             "path": path,
             "action": "update" if current else "create",
             "diff": "".join(
-                difflib.unified_diff(
-                    masked(current).splitlines(True) if current else [], masked(wanted).splitlines(True), path, path
-                )
+                difflib.unified_diff(masked_before.splitlines(True), masked_after.splitlines(True), path, path)
             ),
         }
     ]
     result = {"changed": True, "changes": changes}
     if module._diff:
-        result["diff"] = {
-            "before": masked(current) if current else "",
-            "after": masked(wanted),
-            "before_header": path,
-            "after_header": path,
-        }
+        result["diff"] = {"before": masked_before, "after": masked_after, "before_header": path, "after_header": path}
     if not module.check_mode:
         directory = os.path.dirname(os.path.abspath(path))
         os.makedirs(directory, mode=0o700, exist_ok=True)

@@ -4,7 +4,12 @@
 
 Started once per run by the ``lock_heartbeat`` action (``python _lock_keeper.py SPOOL PARENT_PID
 INTERVAL [CONTROL_PID]``). Every INTERVAL seconds it runs, for each host registered in SPOOL, the ssh command that
-touches that host's lock if this run still holds it. It checks every second whether PARENT_PID is
+touches that host's lock if this run still holds it.
+
+SPOOL is private to the user running Ansible: created by ``private_spool`` with mode 0700, and refused
+if it is anything else (another user's directory, a symbolic link, open to others). The keeper runs a
+command only from a file in it that this user owns and nobody else can write: a file another local
+user could plant is never run as the operator, who holds the fleet's SSH keys. It checks every second whether PARENT_PID is
 still alive and exits when it is not, also after a SIGKILL of the parent: the locks then go stale on
 their own, and nothing keeps touching them. It never outlives the run it serves.
 
@@ -15,13 +20,16 @@ command dies, the keeper ends the run (its whole process group) before it exits.
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,10 +45,104 @@ def alive(pid: int) -> bool:
         return False
 
 
-def touch(entry_path: str) -> None:
+class UnsafeSpool(Exception):
+    """The keeper's directory is not this user's own private directory."""
+
+
+def owned_privately(info: os.stat_result) -> bool:
+    return info.st_uid == os.geteuid() and not info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def check_private(spool: str) -> None:
+    info = os.lstat(spool)
+    if not stat.S_ISDIR(info.st_mode) or not owned_privately(info) or stat.S_IMODE(info.st_mode) != 0o700:
+        raise UnsafeSpool(
+            f"refusing the lock keeper's directory {spool}: it is not a private directory of this user "
+            f"(uid {info.st_uid}, mode {stat.filemode(info.st_mode)}); another user may have put it there. "
+            "Nothing in it was run. Remove it, or set TMPDIR to a directory of your own"
+        )
+
+
+def spool_path(run_pid: int, base: str | None = None) -> str:
+    """Where the keeper of the run ``run_pid`` keeps its state: every worker of the run must find it."""
+    return os.path.join(base or tempfile.gettempdir(), f"cargoship-keeper-{os.geteuid()}-{run_pid}")
+
+
+def private_spool(run_pid: int, base: str | None = None) -> str:
+    """The run's keeper directory: made here, 0700, by whichever worker comes first; the others find it
+    and check that it is this user's own before using it."""
+    spool = spool_path(run_pid, base)
     try:
-        with open(entry_path, encoding="utf-8") as handle:
-            argv = json.load(handle)["argv"]
+        os.mkdir(spool, 0o700)
+    except FileExistsError:
+        pass
+    check_private(spool)
+    return spool
+
+
+def write_entry(spool: str, name: str, entry: dict) -> None:
+    """Register a host: a whole file, owned by this user, mode 0600, put in place by a rename."""
+    path = os.path.join(spool, name)
+    fd, tmp = tempfile.mkstemp(dir=spool, prefix=".entry-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(entry, handle)
+    os.replace(tmp, path)
+
+
+def read_entry(path: str) -> dict | None:
+    """An entry's content if this user owns it and nobody else can write it, else None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, encoding="utf-8") as handle:
+        if not owned_privately(os.fstat(handle.fileno())):
+            return None
+        try:
+            return json.load(handle)
+        except ValueError:
+            return None
+
+
+def running_keeper(spool: str) -> int | None:
+    """The pid of the keeper serving spool, if one runs (a pid file naming another process counts for nothing)."""
+    entry = read_entry(os.path.join(spool, "keeper.json"))
+    pid = (entry or {}).get("pid")
+    if not isinstance(pid, int) or not alive(pid):
+        return None
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return None
+    return pid if os.fsencode(__file__) in argv and os.fsencode(spool) in argv else None
+
+
+def ensure_keeper(spool: str, run_pid: int, interval: int, control: str | None) -> int:
+    """Start the run's keeper unless it runs already; one at a time decides (a lock in the spool)."""
+    with open(os.path.join(spool, "start.lock"), "a", encoding="ascii") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        pid = running_keeper(spool)
+        if pid is not None:
+            return pid
+        keeper = subprocess.Popen(
+            [sys.executable, __file__, spool, str(run_pid), str(interval), *([control] if control else [])],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+        write_entry(spool, "keeper.json", {"pid": keeper.pid})
+        return keeper.pid
+
+
+def touch(entry_path: str) -> None:
+    entry = read_entry(entry_path)
+    if entry is None:
+        return
+    try:
+        argv = entry["argv"]
         subprocess.run(
             argv,
             stdin=subprocess.DEVNULL,
@@ -49,7 +151,7 @@ def touch(entry_path: str) -> None:
             timeout=TOUCH_TIMEOUT_SECONDS,
             check=False,
         )
-    except (OSError, ValueError, KeyError, subprocess.TimeoutExpired):
+    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
         pass  # the next round tries again; a lock is stale only after several missed touches
 
 
@@ -79,6 +181,7 @@ def keep(spool: str, parent: int, interval: float, control: int | None) -> None:
                 stop_run(parent)
                 return
             if time.monotonic() >= next_round:
+                check_private(spool)
                 list(pool.map(touch, sorted(glob.glob(os.path.join(spool, "host-*.json")))))
                 next_round = time.monotonic() + interval
             time.sleep(1)
@@ -87,10 +190,16 @@ def keep(spool: str, parent: int, interval: float, control: int | None) -> None:
 def main() -> int:
     spool, parent, interval = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
     control = int(sys.argv[4]) if len(sys.argv) > 4 else None
+    ours = False
     try:
+        check_private(spool)
+        ours = True
         keep(spool, parent, interval, control)
+    except (OSError, UnsafeSpool):
+        return 1  # not (or no longer) this user's private directory: nothing more is run from it
     finally:
-        shutil.rmtree(spool, ignore_errors=True)
+        if ours:
+            shutil.rmtree(spool, ignore_errors=True)
     return 0
 
 

@@ -156,19 +156,27 @@ def test_only_the_drifted_node_is_restarted(fleet):
 
 
 def test_a_held_lock_stops_the_run_naming_its_holder(fleet):
+    # Work to do on every host, so that "nothing was written" below means something.
+    for name in fleet.hosts:
+        fleet.sh(name, "sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/k3s/registries.yaml")
     fleet.sh(
         "w1",
         'mkdir -p /var/lib/cargoship && echo \'{"run_id": "other-run", "holder": {"user": "alice"}}\' '
         "> /var/lib/cargoship/lock.json",
     )
+    before = snapshot(fleet)
     try:
         result = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
         assert result.returncode == 4, result.stdout + result.stderr
         assert "locked by run other-run (user=alice" in result.stderr
         # Our own locks on the other hosts were released after the failure.
         assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+        # Nothing was written or restarted anywhere: files, their times, the engines as they were.
+        assert snapshot(fleet) == before
+        assert not any(fleet.core.read_node(name).spec.unschedulable for name in fleet.hosts)
     finally:
         fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
+        cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
 
 
 @pytest.mark.parametrize(

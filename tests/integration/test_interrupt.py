@@ -89,19 +89,30 @@ def test_ctrl_c_during_restart_restores_the_previous_config(fleet):
 
 def test_ctrl_c_while_the_engine_is_stopped_for_the_write_restores_it(fleet):
     before = {name: engine_files(fleet, name) for name in fleet.hosts}
-    fleet.sh("c1", "echo 3 > /etc/cargoship-lab/start-delay")  # widens the window to act in
-    try:
-        # Between "stop the engine" and "start the engine" the new files are written.
-        code, output = interrupt_when(
-            fleet,
-            lambda: fleet.sh("c1", "systemctl is-active k3s", check=False).stdout.strip() in ("inactive", "activating"),
-            "c1's engine to be stopped for the write",
+    loaded_before = fleet.loaded("c1")["files"]
+    starts_before = fleet.starts("c1")
+
+    def engine_stopped() -> bool:
+        # Watched on the host itself, every 50 ms: the interrupt lands right after the stop, while the
+        # next task (the write, a rename of the staged files) runs, before the start.
+        return (
+            fleet.sh(
+                "c1",
+                'for i in $(seq 1200); do [ "$(systemctl is-active k3s)" = inactive ] && exit 0; sleep 0.05; done; exit 1',
+                check=False,
+                timeout=90,
+            ).returncode
+            == 0
         )
-    finally:
-        fleet.sh("c1", "rm -f /etc/cargoship-lab/start-delay")
+
+    code, output = interrupt_when(fleet, engine_stopped, "c1's engine to be stopped for the write")
     assert code == 130, output
     assert "c1: Previous configuration" in output and "engine running and node Ready" in output
     assert_as_before(fleet, before)
+    # The engine was started once since, by the recovery, on the previous files: the interrupt came
+    # between the stop and the start, never letting the engine run on the new files.
+    assert fleet.starts("c1") == starts_before + 1
+    assert fleet.loaded("c1")["files"] == loaded_before
 
 
 def test_a_second_ctrl_c_stops_the_recovery_and_says_how_to_finish_it(fleet):

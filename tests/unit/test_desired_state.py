@@ -86,13 +86,6 @@ def test_chart_values_render_as_helmchartconfig_without_restart():
     )
 
 
-def test_secrets_are_masked_everywhere_they_appear():
-    rendered = ds.render(state(), "agent", False)[0]["content"]
-    assert "s3cret-value" in rendered
-    masked = ds.mask(rendered, ds.secrets_of(state()))
-    assert "s3cret-value" not in masked and ds.MASK in masked
-
-
 def test_rendering_is_stable():
     assert ds.render(state(audit_policy=POLICY), "server", True) == ds.render(
         state(audit_policy=POLICY), "server", True

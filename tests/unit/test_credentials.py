@@ -1,0 +1,142 @@
+"""Credentials are found by their place in a document, kept out of module arguments and masked in diffs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from ansible_collections.cargoship.engine.plugins.action.engine_config import without_credentials
+from ansible_collections.cargoship.engine.plugins.module_utils import _credentials as cred
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import render, validate
+from ansible_collections.cargoship.engine.plugins.modules.engine_config import masked_texts, with_credentials
+
+# A quote, a backslash and non-ASCII: JSON and YAML files store these escaped, so searching a file's
+# text for the value finds nothing. Each carries a plain marker that no escaping changes.
+OLD = 'ol"d\\pässword-OLDMARK'
+NEW = 'ne"w\\pässwört-NEWMARK'
+REGISTRY = "registry.example:5000"
+
+
+def registries(password: str, **auth) -> dict:
+    return {
+        "mirrors": {"docker.io": {"endpoint": ["https://registry.example:5000"]}},
+        "configs": {REGISTRY: {"auth": {"username": "puller", "password": password, **auth}}},
+    }
+
+
+def module_params(**args) -> dict:
+    """What the module receives: its arguments as the action plugin passes them, defaults filled in."""
+    args = without_credentials({"engine": "k3s", **args})
+    return {"registries": None, "audit_policy": None, "pod_security": None, "chart_values": None, **args}
+
+
+def registries_file(password: str, **auth) -> dict:
+    state = validate({"engine": "k3s", "registries": registries(password, **auth)})
+    return render(state, "agent", False)[0]
+
+
+def test_the_action_plugin_moves_every_credential_out_of_the_logged_arguments():
+    charts = {"app": {"values": {"db": {"password": NEW, "host": "db.example"}, "replicas": 2}}}
+    args = without_credentials(
+        {"engine": "k3s", "registries": registries(OLD, identity_token="tok-IDMARK"), "chart_values": charts}
+    )
+    logged = json.dumps({key: value for key, value in args.items() if key != "credentials"})
+    assert "OLDMARK" not in logged and "IDMARK" not in logged and "NEWMARK" not in logged
+    assert "puller" in logged and "db.example" in logged, "only credentials are taken out"
+    assert sorted(args["credentials"]) == sorted([OLD, "tok-IDMARK", NEW])
+
+
+def test_the_module_gets_the_desired_state_back_exactly():
+    charts = {"app": {"values": {"db": {"password": NEW}, "list": [{"token": OLD}]}}}
+    params = module_params(registries=registries(OLD, auth="YXV0aA=="), chart_values=charts)
+    state = with_credentials(params)
+    assert state["registries"] == registries(OLD, auth="YXV0aA==")
+    assert state["chart_values"] == charts
+
+
+def test_a_placeholder_outside_a_credential_place_stays_as_it_is():
+    text = "******** cargoship credential #0"
+    document = {"mirrors": {"docker.io": {"endpoint": [text]}}}
+    assert cred.reveal(document, "registries", ["secret"]) == document
+
+
+def test_a_rotated_password_stored_escaped_shows_as_changed_and_neither_value_shows():
+    current = registries_file(OLD)["content"]
+    assert "OLDMARK" in current and OLD not in current, "the file stores it escaped"
+    before, after = masked_texts(registries_file(NEW), current)
+    for text in (before, after):
+        assert "OLDMARK" not in text and "NEWMARK" not in text
+    assert '"password": "********"' in before
+    assert '"password": "******** (changed)"' in after
+    assert '"username": "puller"' in after
+
+
+def test_an_unchanged_password_is_no_change_in_the_diff():
+    current = json.dumps(registries(OLD), indent=4, ensure_ascii=False)  # another layout, raw non-ASCII
+    item = registries_file(OLD, auth="eDp5")
+    before, after = masked_texts(item, current)
+    assert "NEWMARK" not in after and "OLDMARK" not in before + after
+    assert '"password": "********"' in after
+    assert '"auth": "******** (new)"' in after
+
+
+def test_a_removed_registry_keeps_its_old_password_out_of_the_diff():
+    current = registries_file(OLD)["content"]
+    emptied = render(validate({"engine": "k3s", "registries": {"mirrors": {}}}), "agent", False)[0]
+    before, after = masked_texts(emptied, current)
+    assert "OLDMARK" not in before + after
+    assert REGISTRY in before
+
+
+def test_current_content_that_cannot_be_read_is_withheld():
+    current = "configs: {registry: {auth: {password: 'OLDMARK'}\n  broken: ["
+    before, _after = masked_texts(registries_file(NEW), current)
+    assert "OLDMARK" not in before and "not shown" in before
+
+
+def test_chart_values_named_like_credentials_are_masked_inside_the_manifest():
+    def chart(password: str) -> dict:
+        state = validate(
+            {"engine": "k3s", "chart_values": {"app": {"values": {"adminPassword": password, "replicas": 2}}}}
+        )
+        return render(state, "server", True)[0]
+
+    before, after = masked_texts(chart(NEW), chart(OLD)["content"])
+    assert "OLDMARK" not in before + after and "NEWMARK" not in before + after
+    values = json.loads(json.loads(after)["spec"]["valuesContent"])
+    assert values == {"adminPassword": "******** (changed)", "replicas": 2}
+
+
+@pytest.mark.parametrize(
+    ("path", "secret"),
+    [
+        (("users", "ops", "user", "token"), True),
+        (("users", "ops", "user", "client-key-data"), True),
+        (("users", "ops", "user", "exec", "env", "AWS_SECRET", "value"), True),
+        (("users", "ops", "user", "exec", "env", "AWS_SECRET", "name"), False),
+        (("users", "ops", "user", "auth-provider", "config", "id-token"), True),
+        (("users", "ops", "user", "username"), False),
+        (("clusters", "c", "cluster", "server"), False),
+    ],
+)
+def test_kubeconfig_credentials_by_place(path, secret):
+    assert cred.is_credential("kubeconfig", path) is secret
+
+
+def test_kubeconfig_entries_are_compared_by_name_not_position():
+    before = {"users": [{"name": "a", "user": {"token": "A"}}, {"name": "b", "user": {"token": "B"}}]}
+    after = {"users": [{"name": "b", "user": {"token": "B"}}, {"name": "a", "user": {"token": "A2"}}]}
+    _masked_before, masked_after = cred.masked_pair("kubeconfig", before, after)
+    assert masked_after["users"] == [
+        {"name": "b", "user": {"token": cred.MASK}},
+        {"name": "a", "user": {"token": cred.CHANGED}},
+    ]
+
+
+def test_a_parse_error_does_not_quote_the_content():
+    with pytest.raises(ValueError) as raised:
+        cred.parse("password: [OLDMARK\n")
+    assert "OLDMARK" not in str(raised.value)
+    assert yaml.safe_load("a: 1") == {"a": 1}
