@@ -213,7 +213,7 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
 
     Exit codes: 0 done (or nothing to do), 1 failed, 2 work found (dry run with
     --detailed-exitcode), 3 unreachable host, 4 a host is locked by another run, 64 bad usage,
-    130 interrupted.
+    130 interrupted (Ctrl-C, SIGTERM or SIGHUP: the nodes started on are put back first).
     """
     execute(
         "engine-config-sync",

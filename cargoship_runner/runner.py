@@ -26,6 +26,7 @@ from cargoship_runner.collection import collections_path
 # ServerAlive setting of the user's wins, and the rest of their ssh_args (jump hosts...) stays.
 SSH_KEEPALIVE = "-o ServerAliveInterval=15 -o ServerAliveCountMax=3"
 ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Ansible's own default (5) makes a fleet of hundreds wait in line; used when nothing else is set.
 DEFAULT_FORKS = 25
 EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE, EXIT_INTERRUPTED = (
@@ -139,7 +140,9 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
     interrupted = threading.Event()
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set())
+    # Ctrl-C, and how CI systems and terminals cancel a job (SIGTERM, SIGHUP), all stop the run the same
+    # way: the command then puts back the nodes it had started on and releases its locks.
+    previous = {sig: signal.signal(sig, lambda *_: interrupted.set()) for sig in STOP_SIGNALS}
     try:
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(private),
@@ -171,7 +174,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             private if options.keep_artifacts else None,
         )
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         if not options.keep_artifacts:
             shutil.rmtree(private, ignore_errors=True)
 

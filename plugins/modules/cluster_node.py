@@ -15,7 +15,18 @@ description:
     PodDisruptionBudgets are respected; a refused eviction (HTTP 429) is retried every
     O(retry_delay) seconds until O(timeout). DaemonSet pods are left alone and emptyDir data may
     be deleted, unless told otherwise.
-  - V(ready) waits until the node reports Ready. V(uncordoned) makes it schedulable again.
+  - V(ready) waits until the node reports Ready. With O(restarted_after), a Ready status is believed only
+    from a kubelet that runs since then. A stopped kubelet posts nothing, so the node shows its old
+    Ready=True until the node lifecycle controller's grace period (40 s or more) ends. Proof of a new
+    kubelet is a renewal of the node's Lease in C(kube-node-lease) later than O(restarted_after) and a Ready
+    status posted no earlier. Both times are the node's own clock (the kubelet writes them, the stop
+    time comes from the same host), so the control host's clock plays no part.
+  - V(uncordoned) makes it schedulable again.
+  - V(safe_to_stop), for a controller O(name) and the cluster's controllers O(names), checks that the
+    cluster can lose O(name) for a while. Every other controller is Ready with a fresh kubelet (its Lease
+    renewed within O(fresh_within) seconds, since a controller whose kubelet stopped still shows Ready for the
+    grace period) and the API server's etcd check (C(/readyz/etcd)) passes, where the cluster has one.
+    It fails, naming what is wrong, otherwise. It changes nothing.
     V(labeled) sets O(labels) where they are missing or different.
   - A cordon made by V(drained) is marked with the annotation C(cargoship.io/cordoned-by) (the O(owner)).
     V(released), for O(names), uncordons the nodes so marked that are Ready, which an interrupted run
@@ -30,7 +41,7 @@ requirements:
   - kubernetes (Python client)
 options:
   name:
-    description: The node. One of O(name) and O(names) is required.
+    description: The node. One of O(name) and O(names) is required (both with O(state=safe_to_stop)).
     type: str
   names:
     description:
@@ -42,7 +53,7 @@ options:
     description: What to make true of the node.
     type: str
     required: true
-    choices: [drained, uncordoned, ready, labeled, released]
+    choices: [drained, uncordoned, ready, labeled, released, safe_to_stop]
   kubeconfig:
     description: Path of the kubeconfig on the control host.
     type: path
@@ -60,9 +71,16 @@ options:
     type: bool
     default: true
   delete_emptydir_data:
-    description: Evict pods that use emptyDir volumes (their data is lost).
+    description: Evict pods that use emptyDir volumes (their data is lost; the changes say so).
     type: bool
     default: true
+  force:
+    description:
+      - Also evict pods that no controller owns, which nothing recreates. Without it, as with
+        C(kubectl drain), a node carrying such a pod is not drained (not even cordoned) and the task fails
+        naming the pods; in check mode the refusal is one of the changes.
+    type: bool
+    default: false
   owner:
     description:
       - Who cordons the node (the run id), written into the cordon's annotation by V(drained).
@@ -74,6 +92,15 @@ options:
     description: Labels to set with V(labeled).
     type: dict
     default: {}
+  fresh_within:
+    description: With O(state=safe_to_stop), how recent another controller's Lease renewal must be, in seconds.
+    type: int
+    default: 25
+  restarted_after:
+    description:
+      - With O(state=ready) and O(name), the moment the node's engine was stopped, on the node's clock
+        (RFC 3339, as M(cargoship.engine.engine_service) returns it as C(stopped_at)). See the description.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -111,6 +138,7 @@ by_node:
   type: dict
 """
 
+import datetime
 import time
 import traceback
 
@@ -135,10 +163,44 @@ def is_ready(node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
-def pods_to_evict(core, module: AnsibleModule, name: str) -> list:
+def parse_time(text: str) -> datetime.datetime:
+    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def back_since(core, coordination, name: str, since: datetime.datetime) -> tuple[bool, str]:
+    """Whether a kubelet started after ``since`` runs and reports the node Ready; if not, why not."""
+    node = core.read_node(name)
+    ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+    try:
+        lease = coordination.read_namespaced_lease(name, "kube-node-lease")
+        renewed = lease.spec.renew_time
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        renewed = None
+    if renewed is None or renewed <= since:
+        return False, (
+            "its kubelet has not renewed its Lease since the engine was stopped"
+            + (" (the Ready=True the node shows is from before)" if is_ready(node) else "")
+        )
+    # A status is posted with a whole-second heartbeat time: one from the new kubelet is never earlier
+    # than the second of the stop.
+    posted = ready.last_heartbeat_time if ready else None
+    if posted is None or posted < since.replace(microsecond=0):
+        return False, "its kubelet runs but has not posted the node's status since the engine was stopped"
+    if ready.status != "True":
+        return False, f"its kubelet reports Ready={ready.status}: {ready.reason or ''} {ready.message or ''}".strip()
+    return True, "Ready, reported by a kubelet started after the engine was stopped"
+
+
+def pods_to_evict(core, module: AnsibleModule, name: str) -> tuple[list, list[str]]:
+    """The pods a drain evicts, as ``kubectl drain --ignore-daemonsets --delete-emptydir-data`` picks
+    them, and the pods it refuses: those without a controller, which nothing would recreate (unless
+    O(force))."""
     p = module.params
     pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
-    chosen = []
+    chosen, refused = [], []
     for pod in pods:
         annotations = pod.metadata.annotations or {}
         if "kubernetes.io/config.mirror" in annotations:
@@ -157,8 +219,20 @@ def pods_to_evict(core, module: AnsibleModule, name: str) -> list:
             module.fail_json(
                 msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} uses emptyDir data; set delete_emptydir_data to drain"
             )
+        if not any(o.controller for o in owners) and not p["force"]:
+            refused.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+            continue
         chosen.append(pod)
-    return chosen
+    return chosen, refused
+
+
+def eviction_line(pod) -> str:
+    notes = []
+    if any(v.empty_dir is not None for v in (pod.spec.volumes if pod.spec else None) or []):
+        notes.append("its emptyDir data is lost")
+    if not any(o.controller for o in pod.metadata.owner_references or []):
+        notes.append("no controller: gone for good")
+    return f"evict {pod.metadata.namespace}/{pod.metadata.name}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def release(core, module: AnsibleModule) -> None:
@@ -178,8 +252,18 @@ def release(core, module: AnsibleModule) -> None:
 def drain(core, module: AnsibleModule, node) -> list[str]:
     p = module.params
     changes = [] if node.spec.unschedulable else ["cordon"]
-    pods = pods_to_evict(core, module, node.metadata.name)
-    changes += [f"evict {pod.metadata.namespace}/{pod.metadata.name}" for pod in pods]
+    pods, refused = pods_to_evict(core, module, node.metadata.name)
+    changes += [eviction_line(pod) for pod in pods]
+    if refused:
+        # As kubectl drain without --force: refused before the node is touched (not even cordoned).
+        refusal = (
+            f"drain of {node.metadata.name} refused: {', '.join(refused)} "
+            f"{'has' if len(refused) == 1 else 'have'} no controller and would be gone for good "
+            "(set cargoship_drain_force: true to delete them anyway)"
+        )
+        if module.check_mode:
+            return [*changes, refusal]
+        module.fail_json(msg=refusal, refused=refused, changes=[], ready=is_ready(node))
     if module.check_mode:
         return changes
     if not node.spec.unschedulable:
@@ -240,6 +324,72 @@ def wait_until(module: AnsibleModule, condition, what: str, deadline: float) -> 
         time.sleep(1)
 
 
+def api_get(core, path: str) -> tuple[int, str]:
+    """A GET on a path the typed client has no method for, with the client's own address, TLS and credentials."""
+    api = core.api_client
+    headers = {"Accept": "application/json, */*"}
+    for setting in api.configuration.auth_settings().values():
+        if setting.get("in") == "header" and setting.get("value"):
+            headers[setting["key"]] = setting["value"]
+    response = api.rest_client.pool_manager.request(
+        "GET", api.configuration.host + path, headers=headers, timeout=10, retries=False
+    )
+    return response.status, response.data.decode("utf-8", "replace")
+
+
+def check_safe_to_stop(core, module: AnsibleModule) -> None:
+    """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
+    p = module.params
+    coordination = client.CoordinationV1Api(core.api_client)
+    now = datetime.datetime.now(datetime.UTC)
+    problems = []
+    for other in p["names"]:
+        if other == p["name"]:
+            continue
+        try:
+            renewed = coordination.read_namespaced_lease(other, "kube-node-lease").spec.renew_time
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            renewed = None
+        if not is_ready(core.read_node(other)):
+            problems.append(f"controller {other} is not Ready")
+        elif renewed is None or (now - renewed).total_seconds() > p["fresh_within"]:
+            # Judged against the API server's own answer time would be better still; the control host's
+            # clock is what is at hand, and the window is wide enough for ordinary skew.
+            age = "never" if renewed is None else f"{int((now - renewed).total_seconds())} s ago"
+            problems.append(f"controller {other} shows Ready but its kubelet last renewed its Lease {age}")
+    status, body = api_get(core, "/readyz/etcd")
+    if status not in (200, 404):  # 404: no embedded etcd behind this API server
+        problems.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
+    if problems:
+        module.fail_json(
+            msg=f"not stopping {p['name']}: " + "; ".join(problems) + ". Nothing was touched; the rollout stops here",
+            problems=problems,
+        )
+    module.exit_json(changed=False, changes=[])
+
+
+def wait_ready(core, module: AnsibleModule) -> None:
+    p = module.params
+    deadline = time.monotonic() + p["timeout"]
+    if not p["restarted_after"]:
+        wait_until(module, lambda: is_ready(core.read_node(p["name"])), f"node {p['name']} to be Ready", deadline)
+        return
+    try:
+        since = parse_time(p["restarted_after"])
+    except ValueError:
+        module.fail_json(msg=f"restarted_after is not an RFC 3339 time: {p['restarted_after']!r}")
+    coordination = client.CoordinationV1Api(core.api_client)
+    while True:
+        back, why = back_since(core, coordination, p["name"], since)
+        if back:
+            return
+        if time.monotonic() > deadline:
+            module.fail_json(msg=f"node {p['name']} not back within {p['timeout']}s: {why}", ready=False)
+        time.sleep(1)
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
@@ -248,7 +398,7 @@ def main() -> None:
             "state": {
                 "type": "str",
                 "required": True,
-                "choices": ["drained", "uncordoned", "ready", "labeled", "released"],
+                "choices": ["drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop"],
             },
             "owner": {"type": "str"},
             "kubeconfig": {"type": "path", "required": True},
@@ -256,16 +406,27 @@ def main() -> None:
             "retry_delay": {"type": "int", "default": 5},
             "ignore_daemonsets": {"type": "bool", "default": True},
             "delete_emptydir_data": {"type": "bool", "default": True},
+            "force": {"type": "bool", "default": False},
             "labels": {"type": "dict", "default": {}},
+            "restarted_after": {"type": "str"},
+            "fresh_within": {"type": "int", "default": 25},
         },
         required_one_of=[("name", "names")],
-        mutually_exclusive=[("name", "names")],
         supports_check_mode=True,
     )
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
     several = p["names"] is not None
+    if p["state"] == "safe_to_stop":
+        if not (p["name"] and p["names"]):
+            module.fail_json(msg="safe_to_stop needs name (the controller) and names (all controllers)")
+        try:
+            check_safe_to_stop(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
+        except ApiException as exc:
+            module.fail_json(msg=f"cannot check the controllers: {exc.status} {exc.reason}")
+    if p["name"] and p["names"]:
+        module.fail_json(msg="name and names are mutually exclusive (but with safe_to_stop)")
     if several:
         usable = p["state"] in ("ready", "released") or (p["state"] == "drained" and module.check_mode)
         if not usable:
@@ -309,12 +470,8 @@ def main() -> None:
                 changes = ["uncordon"]
                 if not module.check_mode:
                     core.patch_node(p["name"], UNCORDON)
-        elif p["state"] == "ready":
-            if not module.check_mode:
-                deadline = time.monotonic() + p["timeout"]
-                wait_until(
-                    module, lambda: is_ready(core.read_node(p["name"])), f"node {p['name']} to be Ready", deadline
-                )
+        elif p["state"] == "ready" and not module.check_mode:
+            wait_ready(core, module)
         else:
             current = node.metadata.labels or {}
             wanted = {k: str(v) for k, v in p["labels"].items() if current.get(k) != str(v)}

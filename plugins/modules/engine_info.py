@@ -58,7 +58,10 @@ plan:
   returned: always
   type: str
 services:
-  description: Each engine service of the host mapped to its systemd C(ActiveState) (absent units omitted).
+  description:
+    - Each engine service of the host mapped to its state (absent units omitted). V(active) for a running
+      engine; otherwise C(ActiveState) and C(SubState), e.g. V(inactive (dead)) or, for an engine that
+      crash-loops or never finishes starting, V(activating (auto-restart)) or V(activating (start)).
   returned: always
   type: dict
 """
@@ -75,6 +78,15 @@ def version_key(version: str) -> tuple:
     """Order v1.30.2+k3s1 < v1.30.2+k3s2 < v1.30.10+k3s1."""
     numbers = [int(n) for n in re.findall(r"\d+", version)]
     return tuple(numbers)
+
+
+def service_state(props: dict) -> str:
+    """V(active) for a running engine; anything else with its sub-state: the engines' units restart for
+    ever, so a crash loop shows as activating (auto-restart), never as failed."""
+    active = props.get("ActiveState", "unknown")
+    if active in ("active", "reloading"):
+        return "active"
+    return f"{active} ({props.get('SubState', 'unknown')})"
 
 
 def main() -> None:
@@ -101,11 +113,11 @@ def main() -> None:
     if systemctl:
         for unit in SERVICES[engine]:
             rc, out, _err = module.run_command(
-                [systemctl, "show", "--property=LoadState,ActiveState", f"{unit}.service"]
+                [systemctl, "show", "--property=LoadState,ActiveState,SubState", f"{unit}.service"]
             )
             props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
             if rc == 0 and props.get("LoadState") == "loaded":
-                services[unit] = props.get("ActiveState", "unknown")
+                services[unit] = service_state(props)
     desired = module.params["desired_version"]
     if not desired:
         plan = "unknown"

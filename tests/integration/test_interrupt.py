@@ -23,7 +23,7 @@ def fleet(lab_manager):
     return lab
 
 
-def interrupt_when(lab, condition, what: str) -> tuple[int, str]:
+def interrupt_when(lab, condition, what: str, sig: int = signal.SIGINT) -> tuple[int, str]:
     run = subprocess.Popen(
         ["cargoship", "engine-config-sync", "-i", str(lab.inventory), "--confirm"],
         stdout=subprocess.PIPE,
@@ -35,7 +35,7 @@ def interrupt_when(lab, condition, what: str) -> tuple[int, str]:
     except AssertionError:
         run.kill()
         raise
-    run.send_signal(signal.SIGINT)
+    run.send_signal(sig)
     output, _stderr = run.communicate(timeout=300)
     return run.returncode, output
 
@@ -55,10 +55,14 @@ def assert_as_before(lab, before: dict) -> None:
     assert keepers.stdout.split() == []
 
 
-def test_ctrl_c_during_drain_uncordons_and_releases(fleet):
+# SIGTERM and SIGHUP are how CI systems and closed terminals cancel a job: the same as Ctrl-C.
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"])
+def test_ctrl_c_during_drain_uncordons_and_releases(fleet, sig):
     before = {name: engine_files(fleet, name) for name in fleet.hosts}
     with budget_refusing_every_eviction(fleet):
-        code, output = interrupt_when(fleet, lambda: fleet.core.read_node("c1").spec.unschedulable, "c1 to be draining")
+        code, output = interrupt_when(
+            fleet, lambda: fleet.core.read_node("c1").spec.unschedulable, "c1 to be draining", sig
+        )
     assert code == 130, output
     assert "interrupted while working on c1" in output
     assert (

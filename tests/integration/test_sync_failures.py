@@ -28,7 +28,11 @@ def fleet(lab_manager):
 
 def test_engine_refusing_new_config_is_rolled_back_and_the_rollout_stops(fleet, tmp_path):
     broken_policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
-    inventory = desired_inventory(fleet, tmp_path / "inventory", cargoship_audit_policy=broken_policy)
+    # k3s exits on it and systemd restarts it every 5 s for ever: the start fails at the service timeout,
+    # 20 s here instead of the default 300 s.
+    inventory = desired_inventory(
+        fleet, tmp_path / "inventory", cargoship_audit_policy=broken_policy, cargoship_service_timeout=20
+    )
     before = {name: (engine_files(fleet, name), fleet.starts(name)) for name in fleet.hosts}
 
     result = cargoship(

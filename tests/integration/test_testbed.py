@@ -92,24 +92,64 @@ def test_engine_reports_its_version_in_the_real_format(lab):
         lab.sh("w2", "echo v1.30.2+k3s1 > /etc/cargoship-lab/engine-version")
 
 
-def test_engine_refuses_malformed_yaml_and_its_unit_ends_failed(lab):
+def wait_until(condition, what: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
+
+
+def test_a_malformed_config_file_is_fatal_and_the_unit_restarts_the_engine_for_ever(lab):
     config = "/etc/rancher/k3s/config.yaml"
     lab.sh("w1", f"cp {config} /root/config.yaml.good && echo 'node-label: [unclosed' >> {config}")
+    restarts = lab.unit("w1")["NRestarts"]
     try:
-        restart = lab.sh("w1", "systemctl restart k3s-agent", check=False)
-        assert restart.returncode != 0
-        deadline = time.monotonic() + 30
-        while lab.sh("w1", "systemctl is-failed k3s-agent", check=False).stdout.strip() != "failed":
-            assert time.monotonic() < deadline, "k3s-agent never ended failed"
-            time.sleep(1)
+        lab.sh("w1", "systemctl restart --no-block k3s-agent")
+        # Restart=always, RestartSec=5s, no start limit: never "failed", restarted every 5 s.
+        wait_until(lambda: lab.unit("w1")["NRestarts"] >= restarts + 2, "two restarts by systemd", timeout=30)
+        assert lab.unit("w1")["ActiveState"] in ("activating", "deactivating")
         journal = lab.sh("w1", "journalctl -u k3s-agent --no-pager -n 50").stdout
         assert "level=fatal" in journal and "failed to parse config file" in journal
-        assert lab.node_ready("w1") != "True"
+    finally:
+        lab.sh("w1", f"cp /root/config.yaml.good {config} && systemctl restart k3s-agent")
+    assert lab.unit("w1")["ActiveState"] == "active"
+
+
+def test_a_malformed_registries_file_keeps_the_engine_starting_for_ever(lab):
+    registries = "/etc/rancher/k3s/registries.yaml"
+    lab.sh("w2", f"cp -a {registries} /root/registries.yaml.good 2>/dev/null; echo 'mirrors: [unclosed' > {registries}")
+    restarts = lab.unit("w2")["NRestarts"]
+    try:
+        # `systemctl start` would wait for ever: the unit has no start timeout and the engine never
+        # signals READY; it does not exit either, it retries.
+        lab.sh("w2", "systemctl restart --no-block k3s-agent")
+        time.sleep(8)
+        unit = lab.unit("w2")
+        assert (unit["ActiveState"], unit["SubState"], unit["NRestarts"]) == ("activating", "start", restarts)
+        assert "retrying in 5s" in lab.sh("w2", "journalctl -u k3s-agent --no-pager -n 20").stdout
     finally:
         lab.sh(
-            "w1", f"cp /root/config.yaml.good {config} && systemctl reset-failed k3s-agent; systemctl start k3s-agent"
+            "w2",
+            f"if [ -e /root/registries.yaml.good ]; then mv /root/registries.yaml.good {registries}; "
+            f"else rm -f {registries}; fi; systemctl restart k3s-agent",
         )
-    lab.wait_node("w1", "True")
+    assert lab.unit("w2")["ActiveState"] == "active"
+
+
+def test_a_k3s_agent_given_a_server_only_key_exits_and_is_restarted(lab):
+    dropin = "/etc/rancher/k3s/config.yaml.d/50-server-key.yaml"
+    lab.sh("w1", f"mkdir -p /etc/rancher/k3s/config.yaml.d && echo 'cluster-init: true' > {dropin}")
+    restarts = lab.unit("w1")["NRestarts"]
+    try:
+        lab.sh("w1", "systemctl restart --no-block k3s-agent")
+        wait_until(lambda: lab.unit("w1")["NRestarts"] > restarts, "a restart by systemd", timeout=20)
+        assert (
+            "flag provided but not defined: -cluster-init"
+            in lab.sh("w1", "journalctl -u k3s-agent --no-pager -n 20").stdout
+        )
+    finally:
+        lab.sh("w1", f"rm -f {dropin} && systemctl restart k3s-agent")
+    assert lab.unit("w1")["ActiveState"] == "active"
 
 
 def test_restart_picks_up_new_config_and_ignores_unknown_keys(lab):
@@ -145,32 +185,38 @@ def test_server_loads_audit_policy_through_kube_apiserver_arg_on_k3s(lab):
     try:
         lab.sh("c1", "systemctl restart k3s")
         assert lab.loaded("c1")["server_files"] == {"audit-policy": audit}
-        # A broken policy stops the server from starting, as kube-apiserver would.
+        # A broken policy ends a k3s server (kube-apiserver runs in its process): restarted, never up.
         lab.sh("c1", f"echo 'kind: NotAPolicy' > {audit}")
-        assert lab.sh("c1", "systemctl restart k3s", check=False).returncode != 0
+        restarts = lab.unit("c1")["NRestarts"]
+        lab.sh("c1", "systemctl restart --no-block k3s")
+        wait_until(lambda: lab.unit("c1")["NRestarts"] > restarts, "a restart by systemd", timeout=20)
+        assert lab.unit("c1")["ActiveState"] != "active"
     finally:
-        lab.sh(
-            "c1",
-            f"cp /root/config.yaml.good {config} && rm -f {audit} && systemctl reset-failed k3s; systemctl restart k3s",
-        )
+        lab.sh("c1", f"cp /root/config.yaml.good {config} && rm -f {audit} && systemctl restart k3s")
     lab.wait_node("c1", "True")
 
 
-def test_stopped_engine_makes_its_node_not_ready(lab):
-    lab.sh("w2", "systemctl stop k3s-agent")
-    try:
-        lab.wait_node("w2", "False", timeout=10)
-        assert "NotReady" in lab.kubectl("get", "node", "w2").stdout
-    finally:
-        lab.sh("w2", "systemctl start k3s-agent")
+def test_a_stopped_engine_posts_nothing_until_the_grace_period_turns_its_node_unknown(lab):
+    renewed = lab.lease_renewed("w2")
+    assert renewed is not None, "a running kubelet renews its Lease"
+    # 6 s instead of 40 s: to watch the transition without waiting for the real grace period.
+    with lab.node_grace(6):
+        lab.sh("w2", "systemctl stop k3s-agent")
+        stopped_lease = lab.lease_renewed("w2")
+        try:
+            assert lab.node_ready("w2") == "True", "a stopped kubelet posts no NotReady"
+            lab.wait_node("w2", "Unknown", timeout=20)
+            assert lab.lease_renewed("w2") == stopped_lease, "a stopped kubelet renews nothing"
+        finally:
+            lab.sh("w2", "systemctl start k3s-agent")
     lab.wait_node("w2", "True", timeout=10)
+    assert lab.lease_renewed("w2") > renewed
 
 
 def test_killall_script_stops_the_engine(lab):
     lab.sh("w1", "/usr/local/bin/k3s-killall.sh")
     try:
         assert lab.sh("w1", "systemctl is-active k3s-agent", check=False).stdout.strip() != "active"
-        lab.wait_node("w1", "False", timeout=10)
     finally:
         lab.sh("w1", "systemctl start k3s-agent")
     lab.wait_node("w1", "True")

@@ -9,8 +9,12 @@ PodDisruptionBudget arithmetic (429 until the budget allows it).
 
 Small controllers keep it honest: a DaemonSet has a pod on every node, a ReplicaSet keeps its
 replica count on schedulable Ready nodes (so an evicted pod reappears elsewhere, as on a real
-cluster), and a node whose heartbeat stops turns ``Ready=Unknown`` like the node lifecycle
-controller does.
+cluster), and a node whose kubelet stops (no status post, no renewal of its Lease in
+``kube-node-lease``) keeps its last status until the grace period ends, then turns ``Ready=Unknown``
+as the node lifecycle controller does (40 s, ``--node-monitor-grace-period``; Kubernetes issue 127352).
+Nothing else counts as a heartbeat: a cordon or a label is not the kubelet. ``POST /lab/node-grace``
+(a test-bed endpoint, not Kubernetes) shortens the grace period for a test that says why;
+``/readyz/etcd`` answers as kube-apiserver's etcd check does, and ``POST /lab/etcd-healthy`` makes it fail.
 
 Usage: python kube_double.py --listen 172.31.251.1:6443 --cert C --key K --token-file T
 """
@@ -29,7 +33,7 @@ import urllib.parse
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-NODE_GRACE_SECONDS = 20
+NODE_GRACE_SECONDS = 40
 CONTROLLER_PERIOD_SECONDS = 0.5
 ANONYMOUS_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
 
@@ -66,6 +70,7 @@ RESOURCES = [
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",)),
     Resource("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",)),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",)),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("helm.cattle.io", "v1", "helmchartconfigs", "HelmChartConfig", True),
     Resource("helm.cattle.io", "v1", "helmcharts", "HelmChart", True),
 ]
@@ -232,6 +237,8 @@ class Store:
         self.objects: dict[tuple[str, str, str, str], dict] = {}
         self.revision = 1
         self.heartbeats: dict[str, float] = {}
+        self.node_grace = NODE_GRACE_SECONDS
+        self.etcd_healthy = True
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.create(BY_PATH[("", "v1", "namespaces")], "", {"metadata": {"name": ns}})
 
@@ -288,7 +295,7 @@ class Store:
             self._defaults(resource, obj)
             self._stamp(resource, obj)
             self.objects[key] = obj
-            if resource.plural == "nodes":
+            if resource.plural == "nodes" or (resource.plural == "leases" and namespace == "kube-node-lease"):
                 self.heartbeats[meta["name"]] = time.monotonic()
             return copy.deepcopy(obj)
 
@@ -312,7 +319,7 @@ class Store:
                     if field in current["metadata"]:
                         updated.setdefault("metadata", {})[field] = current["metadata"][field]
                 updated.setdefault("status", current.get("status", {}))
-            return self._save(resource, namespace, name, updated)
+            return self._save(resource, namespace, name, updated, subresource)
 
     def patch(
         self, resource: Resource, namespace: str, name: str, patch: object, content_type: str, subresource: str = ""
@@ -327,12 +334,17 @@ class Store:
                 current["status"] = updated.get("status", {})
                 updated = current
             updated["metadata"]["name"], updated["metadata"]["uid"] = name, current["metadata"]["uid"]
-            return self._save(resource, namespace, name, updated)
+            return self._save(resource, namespace, name, updated, subresource)
 
-    def _save(self, resource: Resource, namespace: str, name: str, obj: dict) -> dict:
+    def _save(self, resource: Resource, namespace: str, name: str, obj: dict, subresource: str = "") -> dict:
         self._stamp(resource, obj)
         self.objects[(resource.group, resource.plural, namespace if resource.namespaced else "", name)] = obj
-        if resource.plural == "nodes":
+        # What the node lifecycle controller counts as the kubelet being alive: its status posts and
+        # its Lease renewals. A cordon, a label or an annotation is not the kubelet.
+        kubelet = (resource.plural == "nodes" and subresource == "status") or (
+            resource.plural == "leases" and namespace == "kube-node-lease"
+        )
+        if kubelet:
             self.heartbeats[name] = time.monotonic()
         return copy.deepcopy(obj)
 
@@ -486,7 +498,7 @@ class Store:
         self.create(BY_PATH[("", "v1", "pods")], owner["metadata"]["namespace"], pod)
 
     def _expire_nodes(self) -> None:
-        deadline = time.monotonic() - NODE_GRACE_SECONDS
+        deadline = time.monotonic() - self.node_grace
         for node in self.list(BY_PATH[("", "v1", "nodes")], None):
             name = node["metadata"]["name"]
             if node_ready(node) and self.heartbeats.get(name, 0) < deadline:
@@ -614,8 +626,21 @@ class Handler(BaseHTTPRequestHandler):
         self.dispatch("DELETE")
 
     def route(self, method: str, parts: list[str], query: dict) -> tuple[int, dict]:
+        if parts == ["lab", "node-grace"] and method == "POST":
+            seconds = float(self.read_body()["seconds"])
+            with self.store.lock:
+                self.store.node_grace = seconds
+            return 200, {"seconds": seconds}
         if parts == ["version"]:
             return 200, {"major": "1", "minor": "30", "gitVersion": "v1.30.2+lab", "platform": "linux/amd64"}
+        if parts == ["lab", "etcd-healthy"] and method == "POST":
+            self.store.etcd_healthy = bool(self.read_body()["healthy"])
+            return 200, {"healthy": self.store.etcd_healthy}
+        if parts == ["readyz", "etcd"]:
+            # As kube-apiserver's readiness check of its etcd (k3s/RKE2 with embedded etcd).
+            if not self.store.etcd_healthy:
+                raise ApiError(500, "InternalError", "[-]etcd failed: reason withheld")
+            return 200, {"status": "ok"}
         if parts in (["healthz"], ["readyz"], ["livez"]):
             return 200, {"status": "ok"}
         if parts == ["api"]:

@@ -461,6 +461,10 @@ def write_inventory(lab: Lab) -> None:
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "cargoship_engine": lab.engine,
                 "cargoship_api_kubeconfig": str(lab.state / "kubeconfig"),
+                # Shorter than the default 10 s only to keep the suite short: the settle catches an engine
+                # that dies after signalling READY, and the stand-in never does (its failures come before
+                # READY, where the unit never turns active, whatever the settle time).
+                "cargoship_engine_settle": 2,
             },
             "children": {
                 "controllers": {

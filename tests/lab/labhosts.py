@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import shlex
+import ssl
 import subprocess
 import time
+import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import labctl
+import yaml
 from kubernetes import client, config
 
 
@@ -35,6 +40,8 @@ class RunningLab:
         self.core = client.CoreV1Api(api_client)
         self.policy = client.PolicyV1Api(api_client)
         self.custom = client.CustomObjectsApi(api_client)
+        self.coordination = client.CoordinationV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
 
     # -- hosts --------------------------------------------------------------------------------------
     def ssh_command(self, name: str, command: str, sudo: bool = True) -> list[str]:
@@ -81,6 +88,13 @@ class RunningLab:
         starts = [json.loads(line)["started_at"] for line in starts_text.splitlines()]
         return [(stop, min((s for s in starts if s > stop), default=float("inf"))) for stop in stops]
 
+    def unit(self, name: str) -> dict:
+        """The engine unit's ActiveState, SubState and NRestarts on a host."""
+        out = self.sh(name, f"systemctl show -p ActiveState,SubState,NRestarts {self.service(name)}").stdout
+        props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+        props["NRestarts"] = int(props.get("NRestarts") or 0)
+        return props
+
     def starts(self, name: str) -> int:
         out = self.sh(name, f"cat /var/lib/rancher/{self.engine}/lab/starts.log").stdout
         return len(out.splitlines())
@@ -96,6 +110,47 @@ class RunningLab:
             if time.monotonic() > deadline:
                 raise AssertionError(f"node {name} not Ready={status} after {timeout}s")
             time.sleep(0.3)
+
+    def lease_renewed(self, name: str):
+        """When the node's kubelet last renewed its Lease (None without one)."""
+        try:
+            return self.coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+        except client.ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def lab_setting(self, path: str, body: dict) -> None:
+        """A test-bed setting of the API double (not a Kubernetes endpoint)."""
+        config = yaml.safe_load(self.kubeconfig.read_text())
+        cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
+        context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
+        request = urllib.request.Request(
+            cluster["server"] + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {user['token']}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, context=context, timeout=10) as response:
+            assert response.status == 200
+
+    @contextmanager
+    def node_grace(self, seconds: float):
+        """A shorter grace period in the API double (40 s, as Kubernetes', otherwise) for the block."""
+        self.lab_setting("/lab/node-grace", {"seconds": seconds})
+        try:
+            yield
+        finally:
+            self.lab_setting("/lab/node-grace", {"seconds": 40})
+
+    @contextmanager
+    def etcd_unhealthy(self):
+        """The API server's etcd check fails for the block."""
+        self.lab_setting("/lab/etcd-healthy", {"healthy": False})
+        try:
+            yield
+        finally:
+            self.lab_setting("/lab/etcd-healthy", {"healthy": True})
 
     def kubectl(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         result = subprocess.run(

@@ -12,8 +12,7 @@ NEEDS_ROOT = {
     "cargoship.engine.engine_config": "reads and writes the engine's root-only files and backups",
     "cargoship.engine.host_lock": "the lock lives in /var/lib/cargoship",
     "cargoship.engine.host_info": "reads the firewall's rules",
-    "ansible.builtin.systemd_service": "stops and starts the engine",
-    "ansible.builtin.shell": "restarts the engine after a restore (systemctl reset-failed; restart)",
+    "cargoship.engine.engine_service": "stops and starts the engine",
     "ansible.builtin.slurp": "reads the engine's root-only admin kubeconfig",
 }
 KEYWORDS = {"name", "become", "when", "register", "vars", "tags", "block", "rescue", "always", "loop", "loop_control"}

@@ -5,12 +5,21 @@ It reproduces the behaviour cargoship relies on, nothing more:
 
 * ``--version`` prints the real two-line format;
 * ``server`` / ``agent`` read ``config.yaml`` (+ ``config.yaml.d``) and ``registries.yaml`` at start,
-  refuse to start on malformed YAML, warn about and ignore unknown config keys as k3s does;
+  exit on a malformed config file, warn about and ignore unknown config keys as a server does, and
+  exit on a server-only key given to a k3s agent (whose parser knows only agent flags: "flag provided
+  but not defined"; k3s ``pkg/configfilearg/parser.go``, ``pkg/cli/cmds/agent.go``);
+* a malformed ``registries.yaml`` does not end the process: it logs the error and retries every 5 s
+  for ever, never signalling READY (k3s ``pkg/agent/config/config.go``, wharfie ``pkg/registries``);
 * servers also load the audit policy and the pod-security admission file the config references,
-  by each distribution's own keys (k3s: ``kube-apiserver-arg``; RKE2: top-level keys);
+  by each distribution's own keys (k3s: ``kube-apiserver-arg``; RKE2: top-level keys). A bad file
+  ends a k3s server (kube-apiserver runs in its process); an RKE2 server keeps running while its
+  kube-apiserver static pod crash-loops, and never signals READY (RKE2 ``pkg/executor/staticpod``);
 * every successful start is recorded in ``/var/lib/rancher/<engine>/lab/loaded.json`` and appended
   to ``starts.log`` so tests can prove a restart picked up new config;
-* the node turns Ready in the Kubernetes API double at start and NotReady at stop, with heartbeats;
+* the kubelet's part: at start it posts the node's status (Ready), then renews its Lease in
+  ``kube-node-lease`` every 10 s; at stop it posts **nothing**, so the node stays Ready with its old
+  heartbeat until the API double's grace period turns it Unknown (kubelet ``nodelease``,
+  ``nodeStatusReportFrequency``; Kubernetes issue 127352);
 * servers write the admin kubeconfig at the real path, forward port 6443 to the API double (so the
   API "on a controller" is down while its engine is), and apply manifests dropped into the server
   manifests directory without a restart.
@@ -39,7 +48,11 @@ import yaml
 LAB_DIR = "/etc/cargoship-lab"
 DEFAULT_VERSIONS = {"k3s": "v1.30.2+k3s1", "rke2": "v1.30.2+rke2r1"}
 GO_VERSION = {"k3s": "go version go1.22.4", "rke2": "go version go1.22.4 X:boringcrypto"}
-HEARTBEAT_SECONDS = 5
+# The kubelet renews its node Lease every 10 s (nodelease: renewInterval = 0.25 x 40 s).
+LEASE_RENEW_SECONDS = 10
+LEASE_DURATION_SECONDS = 40
+# A registries.yaml that cannot be read is retried on this period (the agent's own retry loop).
+REGISTRIES_RETRY_SECONDS = 5
 MANIFEST_SCAN_SECONDS = 1
 
 COMMON_KEYS = {
@@ -178,7 +191,11 @@ AUDIT_LEVELS = ("None", "Metadata", "Request", "RequestResponse")
 
 
 class EngineError(Exception):
-    """A condition the real engine treats as fatal."""
+    """A condition the real engine treats as fatal: the process exits (and systemd restarts it)."""
+
+
+class EngineStuck(EngineError):
+    """A condition the real engine does not exit on: it keeps retrying and never signals READY."""
 
 
 def log(level: str, msg: str) -> None:
@@ -241,6 +258,8 @@ def load_config(flavor: str, role: str) -> tuple[dict, dict[str, str]]:
         for key, value in data.items():
             # "key+" appends to the list a previous file set instead of replacing it, as in k3s.
             name = key[:-1] if key.endswith("+") else key
+            if flavor == "k3s" and role == "agent" and name in SERVER_KEYS | FLAVOR_KEYS["k3s"]["server"]:
+                raise EngineError(f"flag provided but not defined: -{name}")
             if name not in allowed:
                 log("warning", f"Unknown flag --{name} found in config.yaml, skipping")
                 continue
@@ -304,11 +323,14 @@ def load_registries(flavor: str, config: dict) -> tuple[dict, dict[str, str]]:
     path = config.get("private-registry") or f"/etc/rancher/{flavor}/registries.yaml"
     if not os.path.exists(path):
         return {}, {}
-    data = load_yaml_file(path, "private registry configuration")
+    try:
+        data = load_yaml_file(path, "private registry configuration")
+    except EngineError as exc:
+        raise EngineStuck(str(exc)) from exc
     if data is None:
         return {}, {path: sha256_of(path)}
     if not isinstance(data, dict):
-        raise EngineError(f"failed to parse private registry configuration {path}: top level is not a mapping")
+        raise EngineStuck(f"failed to parse private registry configuration {path}: top level is not a mapping")
     for key in data:
         if key not in REGISTRIES_KEYS:
             log("warning", f"Unknown key {key} in private registry configuration {path}, skipping")
@@ -377,7 +399,12 @@ class Engine:
         server_files = {}
         if self.role == "server":
             for kind, path in referenced_server_files(self.flavor, config).items():
-                check_server_file(kind, path)
+                try:
+                    check_server_file(kind, path)
+                except EngineError as exc:
+                    # k3s runs kube-apiserver in its own process, which exits; RKE2 runs it as a static
+                    # pod that crash-loops while the rke2 server process waits for it, never READY.
+                    raise (EngineStuck(str(exc)) if self.flavor == "rke2" else exc) from exc
                 files[path] = sha256_of(path)
                 server_files[kind] = path
         return {
@@ -494,12 +521,26 @@ class Engine:
             )
         self.set_ready(True, "KubeletReady")
 
-    def heartbeat_loop(self) -> None:
-        while not self.stopping.wait(HEARTBEAT_SECONDS):
+    def renew_lease(self) -> None:
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        name = self.node["name"]
+        self.api.apply(
+            {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name, "namespace": "kube-node-lease"},
+                "spec": {"holderIdentity": name, "leaseDurationSeconds": LEASE_DURATION_SECONDS, "renewTime": now},
+            }
+        )
+
+    def lease_loop(self) -> None:
+        while True:
             try:
-                self.set_ready(True, "KubeletReady")
+                self.renew_lease()
             except (OSError, urllib.error.URLError) as exc:
-                log("error", f"failed to post node status: {exc}")
+                log("error", f"failed to renew node lease: {exc}")
+            if self.stopping.wait(LEASE_RENEW_SECONDS):
+                return
 
     # -- the server's part --------------------------------------------------------------------------
     def manifests_loop(self) -> None:
@@ -544,6 +585,16 @@ class Engine:
         listener.close()
 
     # -- life cycle ---------------------------------------------------------------------------------
+    def load_until_usable(self) -> dict:
+        """What the engine loads at start. A fatal problem ends the process; one the real engine only
+        retries keeps it here, logging, for as long as it lasts: the unit stays 'activating'."""
+        while True:
+            try:
+                return self.load()
+            except EngineStuck as exc:
+                log("error", f"{exc}; retrying in {REGISTRIES_RETRY_SECONDS}s")
+                time.sleep(REGISTRIES_RETRY_SECONDS)
+
     def run(self) -> int:
         delay = start_delay()
         if delay:
@@ -551,7 +602,7 @@ class Engine:
             log("info", f"start-up delayed {delay}s by {LAB_DIR}/start-delay")
             time.sleep(delay)
         try:
-            loaded = self.load()
+            loaded = self.load_until_usable()
         except EngineError as exc:
             log("fatal", str(exc))
             return 1
@@ -559,12 +610,17 @@ class Engine:
             self.write_admin_kubeconfig()
             threading.Thread(target=self.forward_api, daemon=True).start()
         self.record(loaded)
-        try:
-            self.register()
-        except (OSError, urllib.error.URLError) as exc:
-            log("fatal", f"failed to register node with the apiserver: {exc}")
-            return 1
-        threading.Thread(target=self.heartbeat_loop, daemon=True).start()
+        if os.path.exists(os.path.join(LAB_DIR, "kubelet-down")):
+            # A test's way to have the engine signal READY while its kubelet never comes back (a server
+            # signals READY once its apiserver answers, before its kubelet registers).
+            log("error", f"kubelet not started ({LAB_DIR}/kubelet-down)")
+        else:
+            try:
+                self.register()
+            except (OSError, urllib.error.URLError) as exc:
+                log("fatal", f"failed to register node with the apiserver: {exc}")
+                return 1
+            threading.Thread(target=self.lease_loop, daemon=True).start()
         if self.role == "server":
             threading.Thread(target=self.manifests_loop, daemon=True).start()
         sd_notify("READY=1")
@@ -576,10 +632,7 @@ class Engine:
         sd_notify("STOPPING=1")
         with open(os.path.join(self.state_dir, "stops.log"), "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"stopped_at": time.time()}) + "\n")
-        try:
-            self.set_ready(False, "KubeletNotReady")
-        except (OSError, urllib.error.URLError) as exc:
-            log("error", f"failed to post NotReady: {exc}")
+        # Nothing is posted to the API on the way down: the node stays Ready until the grace period ends.
         log("info", "Shutting down")
         return 0
 

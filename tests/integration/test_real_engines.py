@@ -1,0 +1,251 @@
+"""The rollout against engines as unkind as the real ones (../shared/notes/real-engines.md): a stopped
+kubelet leaves its old Ready=True behind, a start can wait for ever, a crash loop is never 'failed'."""
+
+from __future__ import annotations
+
+import datetime
+import subprocess
+import threading
+import time
+
+import pytest
+from helpers import cargoship, desired_inventory, engine_files, wait_for
+
+pytestmark = pytest.mark.lab
+
+KUBELET_DOWN = "/etc/cargoship-lab/kubelet-down"
+
+
+def drift(lab, *names: str) -> None:
+    for name in names:
+        lab.sh(name, f"sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/{lab.engine}/registries.yaml")
+
+
+@pytest.fixture(scope="module")
+def k3s_fleet(lab_manager, tmp_path_factory):
+    lab = lab_manager.get(hosts=3, controllers=1, engine="k3s")
+    inventory = desired_inventory(lab, tmp_path_factory.mktemp("k3s"))
+    converged = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    assert converged.returncode == 0, converged.stdout + converged.stderr
+    return lab, inventory
+
+
+def test_a_node_whose_kubelet_never_comes_back_is_rolled_back_and_stops_the_rollout(k3s_fleet, tmp_path):
+    lab, _converged = k3s_fleet
+    # A short wait for Ready (the default is 180 s): the kubelet does not come back, whatever the wait.
+    inventory = desired_inventory(lab, tmp_path / "inv", cargoship_ready_timeout=20)
+    drift(lab, "w1", "w2")
+    before = {name: (engine_files(lab, name), lab.starts(name)) for name in ("w1", "w2")}
+    loaded_before = lab.loaded("w1")["started_at"]
+    began = datetime.datetime.now(datetime.UTC)
+    lab.sh("w1", f"touch {KUBELET_DOWN}")
+
+    def kubelet_back_for_the_rollback() -> None:
+        # The engine signals READY on its new files while its kubelet never returns; once it has, the
+        # kubelet may come back for the rollback's own restart.
+        wait_for(lambda: lab.loaded("w1")["started_at"] > loaded_before, "w1's engine to start on the new files", 120)
+        lab.sh("w1", f"rm -f {KUBELET_DOWN}")
+
+    helper = threading.Thread(target=kubelet_back_for_the_rollback, daemon=True)
+    helper.start()
+    try:
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=600)
+    finally:
+        helper.join(timeout=5)
+        lab.sh("w1", f"rm -f {KUBELET_DOWN}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "w1" in output and "not back within 20s: its kubelet has not renewed its Lease" in output
+    assert "Previous configuration restored" in output
+    # w1 is as before, on a kubelet started after the rollback; w2, after it, was not touched.
+    assert engine_files(lab, "w1") == before["w1"][0]
+    assert lab.node_ready("w1") == "True" and lab.lease_renewed("w1") > began
+    assert not lab.core.read_node("w1").spec.unschedulable
+    assert (engine_files(lab, "w2"), lab.starts("w2")) == before["w2"]
+    for name in lab.hosts:
+        assert lab.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+
+
+def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_help_says_so(k3s_fleet, tmp_path):
+    lab, converged = k3s_fleet
+    dropin = "/etc/rancher/k3s/config.yaml.d/50-server-key.yaml"
+    # A server-only key where a k3s agent reads: it exits at once, and systemd restarts it every 5 s.
+    lab.sh("w2", f"mkdir -p /etc/rancher/k3s/config.yaml.d && echo 'cluster-init: true' > {dropin}")
+    restarts = lab.unit("w2")["NRestarts"]
+    lab.sh("w2", "systemctl restart --no-block k3s-agent")
+    try:
+        wait_for(lambda: lab.unit("w2")["NRestarts"] > restarts, "w2 to crash-loop", 30)
+        dry = cargoship(
+            "engine-config-sync", "-i", str(converged), "--dry-run", "--report-json", str(tmp_path / "d.json")
+        )
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        plan = (tmp_path / "d.json").read_text()
+        assert "restart k3s-agent (it is activating (auto-restart) now)" in plan
+        inventory = desired_inventory(lab, tmp_path / "inv", cargoship_service_timeout=12)
+        real = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=600)
+        output = real.stdout + real.stderr
+        assert real.returncode == 1, output
+        assert "k3s-agent did not come up and stay up within 12s: it is activating" in output
+        assert "NOT back" in output and "cargoship.engine.recover -e cargoship_run_id=" in output
+    finally:
+        lab.sh("w2", f"rm -f {dropin}")
+    wait_for(lambda: lab.unit("w2")["ActiveState"] == "active", "w2 to come back by itself", 30)
+    again = cargoship("engine-config-sync", "-i", str(converged), "--confirm")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert not lab.core.read_node("w2").spec.unschedulable
+
+
+def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_manager, tmp_path):
+    lab = lab_manager.get(hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1")
+    converged = desired_inventory(lab, tmp_path / "converged")
+    assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
+    # Valid to cargoship, refused by kube-apiserver: RKE2's static pod crash-loops and the server never
+    # signals READY, so `systemctl start` would wait for ever.
+    broken = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
+    inventory = desired_inventory(lab, tmp_path / "inv", cargoship_audit_policy=broken, cargoship_service_timeout=15)
+    worker_starts = lab.starts("w1")
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "rke2-server did not come up and stay up within 15s: it is activating (start)" in output
+    assert "Previous configuration restored" in output
+    assert lab.unit("c1")["ActiveState"] == "active"
+    assert lab.node_ready("c1") == "True"
+    assert not lab.core.read_node("c1").spec.unschedulable
+    assert "Everything" not in lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
+    assert lab.starts("w1") == worker_starts, "the worker after the failed controller was not touched"
+
+
+def test_a_drain_refuses_pods_without_a_controller_unless_forced_and_names_emptydir_data(k3s_fleet, tmp_path):
+    lab, converged = k3s_fleet
+    web = next(rs for rs in lab.apps.list_namespaced_replica_set("default").items if rs.metadata.name == "web")
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": web.metadata.uid, "controller": True}
+    for name, owners in (("solo", []), ("scratch", [owner])):
+        lab.core.create_namespaced_pod(
+            "default",
+            {
+                "metadata": {"name": name, "labels": {"app": "extra"}, "ownerReferences": owners},
+                "spec": {
+                    "nodeName": "w1",
+                    "containers": [{"name": "c", "image": "busybox"}],
+                    "volumes": [{"name": "tmp", "emptyDir": {}}],
+                },
+            },
+        )
+    drift(lab, "w1")
+    before = (engine_files(lab, "w1"), lab.starts("w1"))
+    try:
+        dry = cargoship(
+            "engine-config-sync", "-i", str(converged), "--dry-run", "--report-json", str(tmp_path / "d.json")
+        )
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        plan = (tmp_path / "d.json").read_text()
+        assert "evict default/scratch (its emptyDir data is lost)" in plan
+        assert "drain of w1 refused: default/solo has no controller" in plan
+
+        refused = cargoship("engine-config-sync", "-i", str(converged), "--confirm")
+        assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "drain of w1 refused: default/solo has no controller" in refused.stdout + refused.stderr
+        assert not lab.core.read_node("w1").spec.unschedulable, "a refused drain does not even cordon"
+        assert (engine_files(lab, "w1"), lab.starts("w1")) == before
+        assert "solo" in [p.metadata.name for p in lab.core.list_namespaced_pod("default").items]
+
+        forced = desired_inventory(lab, tmp_path / "forced", cargoship_drain_force=True)
+        done = cargoship("engine-config-sync", "-i", str(forced), "--confirm")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "solo" not in [p.metadata.name for p in lab.core.list_namespaced_pod("default").items]
+        assert lab.starts("w1") == before[1] + 1
+    finally:
+        for name in ("solo", "scratch"):
+            if name in [p.metadata.name for p in lab.core.list_namespaced_pod("default").items]:
+                lab.core.delete_namespaced_pod(name, "default")
+
+
+def test_the_recovery_takes_the_lock_before_it_restores_anything(k3s_fleet):
+    lab, converged = k3s_fleet
+    registries = "/etc/rancher/k3s/registries.yaml"
+    backup = "/var/lib/cargoship/backups/interrupted-run"
+    # What an interrupted run "interrupted-run" left on w1: its backup of the previous registries.yaml.
+    lab.sh(
+        "w1",
+        f"mkdir -p {backup} && sed 's/registry.internal.example/previous.example/' {registries} > {backup}/000-registries.yaml"
+        f' && echo \'{{"{registries}": "{backup}/000-registries.yaml"}}\' > {backup}/index.json',
+    )
+    # Meanwhile another run took w1 over.
+    lab.sh(
+        "w1",
+        'mkdir -p /var/lib/cargoship && echo \'{"run_id": "other-run", "holder": {"user": "bob"}}\' '
+        "> /var/lib/cargoship/lock.json",
+    )
+    current = engine_files(lab, "w1")
+    recover = [
+        "ansible-playbook",
+        "-i",
+        str(converged),
+        "cargoship.engine.recover",
+        "-e",
+        "cargoship_run_id=interrupted-run",
+        "--limit",
+        "w1",
+    ]
+    try:
+        refused = subprocess.run(recover, capture_output=True, text=True, timeout=300, check=False)
+        assert refused.returncode != 0, refused.stdout[-2000:]
+        assert "locked by run other-run" in refused.stdout
+        assert engine_files(lab, "w1") == current, "nothing is restored on a host another run holds"
+        lab.sh("w1", "rm -f /var/lib/cargoship/lock.json")
+        done = subprocess.run(recover, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stdout[-2000:]
+        assert "previous.example" in lab.sh("w1", f"cat {registries}").stdout
+        assert lab.sh("w1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+    finally:
+        lab.sh("w1", f"rm -rf {backup} /var/lib/cargoship/lock.json")
+        assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
+
+
+@pytest.fixture(scope="module")
+def two_controllers(lab_manager, tmp_path_factory):
+    lab = lab_manager.get(hosts=3, controllers=2, engine="k3s")
+    inventory = desired_inventory(lab, tmp_path_factory.mktemp("two"))
+    converged = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    assert converged.returncode == 0, converged.stdout + converged.stderr
+    return lab, inventory
+
+
+def assert_untouched(lab, name: str, before: tuple) -> None:
+    assert (engine_files(lab, name), lab.starts(name)) == before, f"{name} was touched"
+    assert not lab.core.read_node(name).spec.unschedulable, f"{name} was cordoned"
+
+
+def test_a_controller_is_not_stopped_while_another_shows_only_a_stale_ready(two_controllers):
+    lab, inventory = two_controllers
+    drift(lab, "c1")
+    before = (engine_files(lab, "c1"), lab.starts("c1"))
+    lab.sh("c2", "systemctl stop k3s")
+    try:
+        # Past two Lease renewals, within the 40 s grace period: c2 still shows Ready=True.
+        time.sleep(27)
+        assert lab.node_ready("c2") == "True"
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+        output = result.stdout + result.stderr
+        assert result.returncode == 1, output
+        assert "not stopping c1: controller c2 shows Ready but its kubelet last renewed its Lease" in output
+        assert_untouched(lab, "c1", before)
+    finally:
+        lab.sh("c2", "systemctl start k3s")
+    lab.wait_node("c2", "True")
+
+
+def test_a_controller_is_not_stopped_while_etcd_is_unhealthy(two_controllers):
+    lab, inventory = two_controllers
+    drift(lab, "c1")
+    before = (engine_files(lab, "c1"), lab.starts("c1"))
+    with lab.etcd_unhealthy():
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "not stopping c1: the API server's etcd check fails (500" in output
+    assert_untouched(lab, "c1", before)
+    # Healthy again: the rollout goes through both controllers, one after the other.
+    assert cargoship("engine-config-sync", "-i", str(inventory), "--confirm").returncode == 0
+    assert lab.starts("c1") == before[1] + 1
