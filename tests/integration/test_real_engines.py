@@ -12,6 +12,8 @@ import pytest
 from helpers import cargoship, desired_inventory, engine_files, wait_for
 
 pytestmark = pytest.mark.lab
+# The tests run in this file's order, grouped by lab shape: the k3s fleet's, then two controllers', then
+# RKE2 last. A fixture's lab handle is valid only until another shape replaces the lab.
 
 KUBELET_DOWN = "/etc/cargoship-lab/kubelet-down"
 
@@ -93,27 +95,6 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
     again = cargoship("engine-config-sync", "-i", str(converged), "--confirm")
     assert again.returncode == 0, again.stdout + again.stderr
     assert not lab.core.read_node("w2").spec.unschedulable
-
-
-def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_manager, tmp_path):
-    lab = lab_manager.get(hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1")
-    converged = desired_inventory(lab, tmp_path / "converged")
-    assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
-    # Valid to cargoship, refused by kube-apiserver: RKE2's static pod crash-loops and the server never
-    # signals READY, so `systemctl start` would wait for ever.
-    broken = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
-    inventory = desired_inventory(lab, tmp_path / "inv", cargoship_audit_policy=broken, cargoship_service_timeout=15)
-    worker_starts = lab.starts("w1")
-    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=300)
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output
-    assert "rke2-server did not come up and stay up within 15s: it is activating (start)" in output
-    assert "Previous configuration restored" in output
-    assert lab.unit("c1")["ActiveState"] == "active"
-    assert lab.node_ready("c1") == "True"
-    assert not lab.core.read_node("c1").spec.unschedulable
-    assert "Everything" not in lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
-    assert lab.starts("w1") == worker_starts, "the worker after the failed controller was not touched"
 
 
 def test_a_drain_refuses_pods_without_a_controller_unless_forced_and_names_emptydir_data(k3s_fleet, tmp_path):
@@ -249,3 +230,24 @@ def test_a_controller_is_not_stopped_while_etcd_is_unhealthy(two_controllers):
     # Healthy again: the rollout goes through both controllers, one after the other.
     assert cargoship("engine-config-sync", "-i", str(inventory), "--confirm").returncode == 0
     assert lab.starts("c1") == before[1] + 1
+
+
+def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_manager, tmp_path):
+    lab = lab_manager.get(hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1")
+    converged = desired_inventory(lab, tmp_path / "converged")
+    assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
+    # Valid to cargoship, refused by kube-apiserver: RKE2's static pod crash-loops and the server never
+    # signals READY, so `systemctl start` would wait for ever.
+    broken = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
+    inventory = desired_inventory(lab, tmp_path / "inv", cargoship_audit_policy=broken, cargoship_service_timeout=15)
+    worker_starts = lab.starts("w1")
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "rke2-server did not come up and stay up within 15s: it is activating (start)" in output
+    assert "Previous configuration restored" in output
+    assert lab.unit("c1")["ActiveState"] == "active"
+    assert lab.node_ready("c1") == "True"
+    assert not lab.core.read_node("c1").spec.unschedulable
+    assert "Everything" not in lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
+    assert lab.starts("w1") == worker_starts, "the worker after the failed controller was not touched"
