@@ -61,7 +61,9 @@ class ActionModule(ActionBase):
         control = os.environ.get("CARGOSHIP_CLI_PID", "")
         try:
             spool = _lock_keeper.private_spool(run_pid)
-            _lock_keeper.write_entry(spool, f"host-{task_vars['inventory_hostname']}.json", {"argv": argv})
+            # Delegated (a controller outside --limit), the lock is the delegated host's.
+            host = self._task.delegate_to or task_vars["inventory_hostname"]
+            _lock_keeper.write_entry(spool, f"host-{host}.json", {"argv": argv})
             keeper_pid = _lock_keeper.ensure_keeper(
                 spool, run_pid, int(args.get("interval", 30)), control if control.isdigit() else None
             )

@@ -9,7 +9,14 @@ import threading
 import time
 
 import pytest
-from helpers import cargoship, desired_inventory, engine_files, wait_for
+from helpers import (
+    budget_refusing_every_eviction,
+    cargoship,
+    desired_inventory,
+    engine_files,
+    start_cargoship,
+    wait_for,
+)
 
 pytestmark = pytest.mark.lab
 # The tests run in this file's order, grouped by lab shape: the k3s fleet's, then two controllers', then
@@ -182,6 +189,56 @@ def test_the_recovery_takes_the_lock_before_it_restores_anything(k3s_fleet):
     finally:
         lab.sh("w1", f"rm -rf {backup} /var/lib/cargoship/lock.json")
         assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
+
+
+def test_two_runs_with_different_limits_cannot_restart_one_cluster_at_once(k3s_fleet, tmp_path):
+    lab, converged = k3s_fleet
+    drift(lab, "w1", "w2")
+    w2_before = (engine_files(lab, "w2"), lab.starts("w2"))
+    with budget_refusing_every_eviction(lab):
+        first = start_cargoship("engine-config-sync", "-i", str(converged), "--confirm", "--limit", "w1")
+        try:
+            wait_for(lambda: lab.core.read_node("w1").spec.unschedulable, "the first run to drain w1", 120)
+            second = cargoship("engine-config-sync", "-i", str(converged), "--confirm", "--limit", "w2")
+            assert second.returncode == 4, second.stdout + second.stderr
+            assert "locked by run" in second.stderr
+            assert (engine_files(lab, "w2"), lab.starts("w2")) == w2_before, "w2 was touched by the second run"
+            assert not lab.core.read_node("w2").spec.unschedulable
+        except BaseException:
+            first.kill()
+            raise
+    out, err = first.communicate(timeout=300)
+    assert first.returncode == 0, out + err
+    for name in lab.hosts:
+        assert lab.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, f"lock left on {name}"
+    assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
+
+
+def test_a_run_that_lost_its_lock_gives_the_node_back_before_stopping_its_engine(k3s_fleet):
+    lab, converged = k3s_fleet
+    drift(lab, "w1")
+    before = (engine_files(lab, "w1"), lab.starts("w1"))
+    with budget_refusing_every_eviction(lab):
+        run = start_cargoship("engine-config-sync", "-i", str(converged), "--confirm")
+        try:
+            wait_for(lambda: lab.core.read_node("w1").spec.unschedulable, "the run to drain w1", 120)
+            # Someone broke the lock and another run took w1 while the drain waited.
+            lab.sh(
+                "w1",
+                'echo \'{"run_id": "other-run", "holder": {"user": "carol"}}\' > /var/lib/cargoship/lock.json',
+            )
+        except BaseException:
+            run.kill()
+            raise
+    try:
+        out, err = run.communicate(timeout=300)
+        assert run.returncode == 1, out + err
+        assert "cannot touch a lock this run does not hold (held by run other-run" in out + err
+        assert (engine_files(lab, "w1"), lab.starts("w1")) == before, "the engine was stopped or written to"
+        assert not lab.core.read_node("w1").spec.unschedulable, "the node was not given back"
+    finally:
+        lab.sh("w1", "rm -f /var/lib/cargoship/lock.json")
+    assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
 
 
 @pytest.fixture(scope="module")
