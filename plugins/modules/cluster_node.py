@@ -93,7 +93,9 @@ options:
     type: dict
     default: {}
   fresh_within:
-    description: With O(state=safe_to_stop), how recent another controller's Lease renewal must be, in seconds.
+    description:
+      - How recent a kubelet's Lease renewal must be, in seconds, for its Ready to count, with
+        O(state=safe_to_stop) (the other controllers) and O(state=released) (the nodes to give back).
     type: int
     default: 25
   restarted_after:
@@ -239,10 +241,13 @@ def release(core, module: AnsibleModule) -> None:
     """Uncordon the nodes of ``names`` that a cargoship run cordoned and left so (it was interrupted) and
     that are Ready again. A node cordoned by anyone else is left alone."""
     changes = []
+    coordination = client.CoordinationV1Api(core.api_client)
     for name in module.params["names"]:
         node = core.read_node(name)
         owner = (node.metadata.annotations or {}).get(CORDONED_BY)
-        if owner and node.spec.unschedulable and is_ready(node):
+        # Ready from a kubelet that still renews its Lease: a stopped one leaves its old Ready behind.
+        alive = is_ready(node) and lease_age(coordination, name) <= module.params["fresh_within"]
+        if owner and node.spec.unschedulable and alive:
             changes.append(f"uncordon {name} (left cordoned by run {owner})")
             if not module.check_mode:
                 core.patch_node(name, UNCORDON)
@@ -324,6 +329,20 @@ def wait_until(module: AnsibleModule, condition, what: str, deadline: float) -> 
         time.sleep(1)
 
 
+def lease_age(coordination, name: str) -> float:
+    """Seconds since the node's kubelet renewed its Lease (infinite without one). The control host's clock
+    against the kubelet's: the windows it is compared with are wide enough for ordinary skew."""
+    try:
+        renewed = coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return float("inf")
+    if renewed is None:
+        return float("inf")
+    return (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
+
+
 def api_get(core, path: str) -> tuple[int, str]:
     """A GET on a path the typed client has no method for, with the client's own address, TLS and credentials."""
     api = core.api_client
@@ -341,24 +360,16 @@ def check_safe_to_stop(core, module: AnsibleModule) -> None:
     """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
     p = module.params
     coordination = client.CoordinationV1Api(core.api_client)
-    now = datetime.datetime.now(datetime.UTC)
     problems = []
     for other in p["names"]:
         if other == p["name"]:
             continue
-        try:
-            renewed = coordination.read_namespaced_lease(other, "kube-node-lease").spec.renew_time
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-            renewed = None
+        age = lease_age(coordination, other)
         if not is_ready(core.read_node(other)):
             problems.append(f"controller {other} is not Ready")
-        elif renewed is None or (now - renewed).total_seconds() > p["fresh_within"]:
-            # Judged against the API server's own answer time would be better still; the control host's
-            # clock is what is at hand, and the window is wide enough for ordinary skew.
-            age = "never" if renewed is None else f"{int((now - renewed).total_seconds())} s ago"
-            problems.append(f"controller {other} shows Ready but its kubelet last renewed its Lease {age}")
+        elif age > p["fresh_within"]:
+            renewed = "never" if age == float("inf") else f"{int(age)} s ago"
+            problems.append(f"controller {other} shows Ready but its kubelet last renewed its Lease {renewed}")
     status, body = api_get(core, "/readyz/etcd")
     if status not in (200, 404):  # 404: no embedded etcd behind this API server
         problems.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")

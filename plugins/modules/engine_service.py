@@ -101,7 +101,9 @@ class Unit:
         )
         props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
         if rc != 0 or props.get("LoadState") != "loaded":
-            self.module.fail_json(msg=f"no unit {self.name} on this host ({(err or props.get('LoadState', '')).strip()})")
+            self.module.fail_json(
+                msg=f"no unit {self.name} on this host ({(err or props.get('LoadState', '')).strip()})"
+            )
         props["NRestarts"] = int(props.get("NRestarts") or 0)
         return props
 
