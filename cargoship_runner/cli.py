@@ -335,6 +335,8 @@ def execute(
             f"{state['resume']}",
             markup=False,
         )
+    if outcome.keeper_stop:
+        errors.print(outcome.keeper_stop, markup=False)
     if outcome.interrupted and progress.in_flight:
         recover(options, outcome.run_id, sorted(progress.in_flight))
     if not dry_run and outcome.rc != 0 and progress.locking:

@@ -64,6 +64,7 @@ class RunOutcome:
     # before the report callback could say what happened.
     ansible_errors: list[str] = field(default_factory=list)
     artifacts: Path | None = None  # the run's directory, when kept
+    keeper_stop: str | None = None  # why the lock keeper stopped the run, if it did
 
 
 def playbook_path(name: str) -> Path:
@@ -131,6 +132,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         "ANSIBLE_SSH_ARGS": ssh_args(config),
         "ANSIBLE_FORCE_COLOR": "False",
         "CARGOSHIP_REPORT_JSON": str(report_path),
+        # Where the lock keeper says why, if it has to stop the run (a lock it cannot keep fresh).
+        "CARGOSHIP_KEEPER_REPORT": str(private / "keeper-stop.txt"),
         # The user's ansible.cfg, as ansible-playbook would find it from here.
         **({"ANSIBLE_CONFIG": str(config)} if config else {}),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
@@ -172,6 +175,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             interrupted.is_set(),
             [] if report else error_lines(runner),
             private if options.keep_artifacts else None,
+            (private / "keeper-stop.txt").read_text().strip() if (private / "keeper-stop.txt").exists() else None,
         )
     finally:
         for sig, handler in previous.items():

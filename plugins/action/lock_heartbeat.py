@@ -14,8 +14,10 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils import _lock_keep
 
 
 def touch_command(path: str, run_id: str, root: bool) -> str:
-    """Touch the lock only while it is this run's: never revive a lock released or taken over."""
-    script = f"grep -qF {shlex.quote(json.dumps({'run_id': run_id})[1:-1])} {shlex.quote(path)} && touch -c {shlex.quote(path)}"
+    """Touch the lock only while it is this run's: never revive a lock released or taken over (that exits
+    with the keeper's NOT_OURS, so that it stops touching it)."""
+    mark, quoted = shlex.quote(json.dumps({"run_id": run_id})[1:-1]), shlex.quote(path)
+    script = f"if grep -qF {mark} {quoted}; then touch -c {quoted}; else exit {_lock_keeper.NOT_OURS}; fi"
     return ("" if root else "sudo -n ") + f"sh -c {shlex.quote(script)}"
 
 

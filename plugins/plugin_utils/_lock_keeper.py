@@ -34,6 +34,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 TOUCH_TIMEOUT_SECONDS = 20
+# The touch command's exit code when the lock is no longer this run's (released, or taken over).
+NOT_OURS = 3
+# ssh's exit code when it cannot reach the host: Ansible itself deals with unreachable hosts.
+UNREACHABLE = 255
+# Rounds in a row a host's touch may fail (sudo asks for a password, a read-only disk) before the run is
+# stopped: a lock nobody can touch goes stale while the run goes on, and another run may take the host.
+FAILED_ROUNDS_ALLOWED = 2
 
 
 def alive(pid: int) -> bool:
@@ -137,22 +144,44 @@ def ensure_keeper(spool: str, run_pid: int, interval: int, control: str | None) 
         return keeper.pid
 
 
-def touch(entry_path: str) -> None:
+def touch(entry_path: str) -> tuple[str, str, str]:
+    """Touch one host's lock: (entry, outcome, why) with outcome ok, not ours, unreachable or failed."""
     entry = read_entry(entry_path)
     if entry is None:
-        return
+        return entry_path, "ok", ""
     try:
-        argv = entry["argv"]
-        subprocess.run(
-            argv,
+        done = subprocess.run(
+            entry["argv"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
             timeout=TOUCH_TIMEOUT_SECONDS,
             check=False,
         )
-    except (OSError, ValueError, KeyError, TypeError, subprocess.TimeoutExpired):
-        pass  # the next round tries again; a lock is stale only after several missed touches
+    except subprocess.TimeoutExpired:
+        return entry_path, "unreachable", "timed out"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return entry_path, "failed", str(exc)
+    lines = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    outcome = {0: "ok", NOT_OURS: "not ours", UNREACHABLE: "unreachable"}.get(done.returncode, "failed")
+    return entry_path, outcome, (lines[-1][:200] if lines else f"exit {done.returncode}")
+
+
+def host_of(entry_path: str) -> str:
+    return os.path.basename(entry_path)[len("host-") : -len(".json")]
+
+
+def stop_for(reason: str, parent: int, control: int | None) -> None:
+    """Stop the run because a lock cannot be kept: as Ctrl-C would, through the cargoship command when it
+    runs the show (it then puts back the nodes it had started on), else ansible-playbook itself."""
+    report = os.environ.get("CARGOSHIP_KEEPER_REPORT")
+    if report:
+        with open(report, "w", encoding="utf-8") as handle:
+            handle.write(reason + "\n")
+    try:
+        os.kill(control if control is not None else parent, signal.SIGTERM if control is not None else signal.SIGINT)
+    except ProcessLookupError:
+        pass
 
 
 def stop_run(run_pid: int) -> None:
@@ -175,14 +204,27 @@ def stop_run(run_pid: int) -> None:
 
 def keep(spool: str, parent: int, interval: float, control: int | None) -> None:
     next_round = time.monotonic() + interval
+    failed_rounds: dict[str, int] = {}
+    stopping = False
     with ThreadPoolExecutor(max_workers=20) as pool:
         while alive(parent):
             if control is not None and not alive(control):
                 stop_run(parent)
                 return
-            if time.monotonic() >= next_round:
+            if not stopping and time.monotonic() >= next_round:
                 check_private(spool)
-                list(pool.map(touch, sorted(glob.glob(os.path.join(spool, "host-*.json")))))
+                for entry, outcome, why in pool.map(touch, sorted(glob.glob(os.path.join(spool, "host-*.json")))):
+                    if outcome == "not ours":
+                        os.unlink(entry)  # released by the run, or taken over: the run's own checks say which
+                    failed_rounds[entry] = failed_rounds.get(entry, 0) + 1 if outcome == "failed" else 0
+                    if failed_rounds[entry] >= FAILED_ROUNDS_ALLOWED and not stopping:
+                        stopping = True
+                        stop_for(
+                            f"the lock on {host_of(entry)} could not be kept fresh ({why}); the run was stopped "
+                            "rather than let the lock go stale while it went on",
+                            parent,
+                            control,
+                        )
                 next_round = time.monotonic() + interval
             time.sleep(1)
 

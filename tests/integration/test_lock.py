@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import labctl
 import pytest
 import yaml
 from helpers import budget_refusing_every_eviction, cargoship, start_cargoship, wait_for
@@ -86,3 +87,35 @@ def test_a_killed_run_leaves_a_lock_that_goes_stale_and_the_next_run_takes_over(
         assert lock_age(fleet, host) is None
         assert not fleet.core.read_node(host).spec.unschedulable, f"{host} left cordoned"
         assert fleet.loaded(host)["registry_mirrors"] == ["docker.io"]
+
+
+def sudo_without_password(lab, host: str, allowed: bool) -> None:
+    """Whether the lab's user may sudo without a password on a host (set as root through podman, since
+    sudo is the thing taken away)."""
+    rule = "NOPASSWD:ALL" if allowed else "ALL"
+    labctl.podman(
+        "exec",
+        lab.hosts[host].container,
+        "sh",
+        "-c",
+        f"echo '{labctl.SSH_USER} ALL=(ALL) {rule}' > /etc/sudoers.d/{labctl.SSH_USER}",
+    )
+
+
+def test_a_lock_the_keeper_cannot_touch_stops_the_run_instead_of_going_stale(fleet):
+    run = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    try:
+        wait_for(lambda: fleet.core.read_node("c1").spec.unschedulable, "the run to start draining c1")
+        # The keeper's touch of w1's lock now meets a sudo that asks for a password.
+        sudo_without_password(fleet, "w1", allowed=False)
+        output, errors = run.communicate(timeout=120)
+    finally:
+        sudo_without_password(fleet, "w1", allowed=True)
+        if run.poll() is None:
+            run.kill()
+        fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
+    assert run.returncode == 130, output + errors
+    assert "the lock on w1 could not be kept fresh (sudo: a password is required)" in errors
+    # Stopped like Ctrl-C: c1, which it had started on, is given back without a restart.
+    assert not fleet.core.read_node("c1").spec.unschedulable
+    assert lock_age(fleet, "c1") is None
