@@ -53,6 +53,13 @@ def is_credential(kind: str, path: Path) -> bool:
     return False
 
 
+def is_secret_value(value: object) -> bool:
+    """Credentials are text (a vaulted value is text too, once decrypted). A number or a flag under a key
+    named like a credential (``basicAuth: true``) is a setting: hiding it would mask every "true" or "5"
+    in Ansible's output, which replaces no-log values wherever they appear."""
+    return value is not None and not isinstance(value, (bool, int, float))
+
+
 def _key_of(index: int, item: object) -> object:
     """List items are addressed by their name where they have one (kubeconfig users), else by position,
     so that comparing two versions of a list pairs the same entries."""
@@ -91,7 +98,7 @@ def hide(document: object, kind: str, found: list) -> object:
     """A copy of document whose credentials are placeholders; their values are appended to found."""
 
     def visit(path: Path, value: object) -> object:
-        if value is None or not is_credential(kind, path):
+        if not is_secret_value(value) or not is_credential(kind, path):
             return value
         found.append(value)
         return f"{MASK} cargoship credential #{len(found) - 1}"
@@ -119,7 +126,7 @@ def masked(document: object, kind: str, reference: object = _MISSING) -> object:
     credential that differs from the reference's at the same place says so, without showing either."""
 
     def visit(path: Path, value: object) -> object:
-        if value is None or not is_credential(kind, path):
+        if not is_secret_value(value) or not is_credential(kind, path):
             return value
         if reference is _MISSING:
             return MASK

@@ -140,3 +140,14 @@ def test_a_parse_error_does_not_quote_the_content():
         cred.parse("password: [OLDMARK\n")
     assert "OLDMARK" not in str(raised.value)
     assert yaml.safe_load("a: 1") == {"a": 1}
+
+
+def test_numbers_and_flags_under_credential_names_are_settings_not_credentials():
+    found: list = []
+    values = {"basicAuth": True, "maxAuth": 5, "adminPassword": "pw-MARK"}
+    assert cred.hide(values, "chart_values", found) == {
+        "basicAuth": True,
+        "maxAuth": 5,
+        "adminPassword": "******** cargoship credential #0",
+    }
+    assert found == ["pw-MARK"]
