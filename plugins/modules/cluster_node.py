@@ -174,13 +174,7 @@ def back_since(core, coordination, name: str, since: datetime.datetime) -> tuple
     """Whether a kubelet started after ``since`` runs and reports the node Ready; if not, why not."""
     node = core.read_node(name)
     ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
-    try:
-        lease = coordination.read_namespaced_lease(name, "kube-node-lease")
-        renewed = lease.spec.renew_time
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        renewed = None
+    renewed = lease_renewed(coordination, name)
     if renewed is None or renewed <= since:
         return False, (
             "its kubelet has not renewed its Lease since the engine was stopped"
@@ -329,18 +323,21 @@ def wait_until(module: AnsibleModule, condition, what: str, deadline: float) -> 
         time.sleep(1)
 
 
-def lease_age(coordination, name: str) -> float:
-    """Seconds since the node's kubelet renewed its Lease (infinite without one). The control host's clock
-    against the kubelet's: the windows it is compared with are wide enough for ordinary skew."""
+def lease_renewed(coordination, name: str) -> datetime.datetime | None:
+    """When the node's kubelet last renewed its Lease in kube-node-lease (None without one)."""
     try:
-        renewed = coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+        return coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
     except ApiException as exc:
         if exc.status != 404:
             raise
-        return float("inf")
-    if renewed is None:
-        return float("inf")
-    return (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
+        return None
+
+
+def lease_age(coordination, name: str) -> float:
+    """Seconds since the node's kubelet renewed its Lease (infinite without one). The control host's clock
+    against the kubelet's: the windows it is compared with are wide enough for ordinary skew."""
+    renewed = lease_renewed(coordination, name)
+    return float("inf") if renewed is None else (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
 
 
 def api_get(core, path: str) -> tuple[int, str]:

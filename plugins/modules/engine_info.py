@@ -70,6 +70,8 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
+
 SERVICES = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
 VERSION = re.compile(r"^(?:k3s|rke2) version (v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
 
@@ -78,15 +80,6 @@ def version_key(version: str) -> tuple:
     """Order v1.30.2+k3s1 < v1.30.2+k3s2 < v1.30.10+k3s1."""
     numbers = [int(n) for n in re.findall(r"\d+", version)]
     return tuple(numbers)
-
-
-def service_state(props: dict) -> str:
-    """V(active) for a running engine; anything else with its sub-state: the engines' units restart for
-    ever, so a crash loop shows as activating (auto-restart), never as failed."""
-    active = props.get("ActiveState", "unknown")
-    if active in ("active", "reloading"):
-        return "active"
-    return f"{active} ({props.get('SubState', 'unknown')})"
 
 
 def main() -> None:
@@ -117,7 +110,7 @@ def main() -> None:
             )
             props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
             if rc == 0 and props.get("LoadState") == "loaded":
-                services[unit] = service_state(props)
+                services[unit] = unit_state(props)
     desired = module.params["desired_version"]
     if not desired:
         plan = "unknown"

@@ -86,6 +86,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
+
 POLL_SECONDS = 0.5
 STOPPED = ("inactive", "failed")
 
@@ -113,12 +115,6 @@ class Unit:
             self.module.fail_json(msg=f"systemctl {' '.join(verb)} {self.name} failed: {err.strip()}")
 
 
-def described(props: dict) -> str:
-    if props["ActiveState"] in ("active", "reloading"):
-        return "active"
-    return f"{props['ActiveState']} ({props['SubState']})"
-
-
 def now_rfc3339() -> str:
     # timezone.utc, not datetime.UTC: this runs on the hosts, whose Python may be older than 3.11.
     return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # noqa: UP017
@@ -130,8 +126,8 @@ def wait_stopped(module: AnsibleModule, unit: Unit, props: dict) -> dict:
     while props["ActiveState"] not in STOPPED:
         if time.monotonic() > deadline:
             module.fail_json(
-                msg=f"{unit.name} did not stop within {module.params['timeout']}s: it is {described(props)}",
-                state=described(props),
+                msg=f"{unit.name} did not stop within {module.params['timeout']}s: it is {unit_state(props)}",
+                state=unit_state(props),
                 restarts=props["NRestarts"],
             )
         time.sleep(POLL_SECONDS)
@@ -148,19 +144,19 @@ def wait_started(module: AnsibleModule, unit: Unit, result: dict) -> None:
     steady_since, restarts = None, None
     while True:
         props = unit.show()
-        if described(props) == "active" and props["NRestarts"] == restarts:
+        if unit_state(props) == "active" and props["NRestarts"] == restarts:
             if time.monotonic() - steady_since >= p["settle"]:
                 module.exit_json(**result, changed=True, state="active", restarts=props["NRestarts"])
-        elif described(props) == "active":
+        elif unit_state(props) == "active":
             steady_since, restarts = time.monotonic(), props["NRestarts"]  # (re)started: the settle begins
         else:
             steady_since, restarts = None, None
         if time.monotonic() > deadline:
             module.fail_json(
-                msg=f"{unit.name} did not come up and stay up within {p['timeout']}s: it is {described(props)}, "
+                msg=f"{unit.name} did not come up and stay up within {p['timeout']}s: it is {unit_state(props)}, "
                 f"restarted {props['NRestarts']} times by systemd (see `journalctl -u {unit.name}` on the host)",
                 **result,
-                state=described(props),
+                state=unit_state(props),
                 restarts=props["NRestarts"],
             )
         time.sleep(POLL_SECONDS)
@@ -178,19 +174,19 @@ def main() -> None:
     )
     unit = Unit(module, module.params["name"])
     props = unit.show()
-    state, running = module.params["state"], described(props) == "active"
+    state, running = module.params["state"], unit_state(props) == "active"
     if state == "started" and running:
         module.exit_json(changed=False, state="active", restarts=props["NRestarts"])
     if state == "stopped" and props["ActiveState"] in STOPPED:
-        module.exit_json(changed=False, state=described(props), restarts=props["NRestarts"], stopped_at=now_rfc3339())
+        module.exit_json(changed=False, state=unit_state(props), restarts=props["NRestarts"], stopped_at=now_rfc3339())
     if module.check_mode:
-        module.exit_json(changed=True, state=described(props), restarts=props["NRestarts"])
+        module.exit_json(changed=True, state=unit_state(props), restarts=props["NRestarts"])
     if state != "started" and props["ActiveState"] not in STOPPED:
         props = wait_stopped(module, unit, props)
     # Any kubelet Lease renewal from now on is by a kubelet that this start (or a later one) started.
     result = {"stopped_at": now_rfc3339()}
     if state == "stopped":
-        module.exit_json(**result, changed=True, state=described(props), restarts=props["NRestarts"])
+        module.exit_json(**result, changed=True, state=unit_state(props), restarts=props["NRestarts"])
     wait_started(module, unit, result)
 
 

@@ -30,13 +30,18 @@ def drift(lab, *names: str) -> None:
         lab.sh(name, f"sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/{lab.engine}/registries.yaml")
 
 
-@pytest.fixture(scope="module")
-def k3s_fleet(lab_manager, tmp_path_factory):
-    lab = lab_manager.get(hosts=3, controllers=1, engine="k3s")
-    inventory = desired_inventory(lab, tmp_path_factory.mktemp("k3s"))
+def converged_lab(lab_manager, directory, **shape):
+    """A lab of this shape whose hosts hold the example desired state, and that inventory."""
+    lab = lab_manager.get(**shape)
+    inventory = desired_inventory(lab, directory)
     converged = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
     assert converged.returncode == 0, converged.stdout + converged.stderr
     return lab, inventory
+
+
+@pytest.fixture(scope="module")
+def k3s_fleet(lab_manager, tmp_path_factory):
+    return converged_lab(lab_manager, tmp_path_factory.mktemp("k3s"), hosts=3, controllers=1, engine="k3s")
 
 
 def test_a_node_whose_kubelet_never_comes_back_is_rolled_back_and_stops_the_rollout(k3s_fleet, tmp_path):
@@ -243,11 +248,7 @@ def test_a_run_that_lost_its_lock_gives_the_node_back_before_stopping_its_engine
 
 @pytest.fixture(scope="module")
 def two_controllers(lab_manager, tmp_path_factory):
-    lab = lab_manager.get(hosts=3, controllers=2, engine="k3s")
-    inventory = desired_inventory(lab, tmp_path_factory.mktemp("two"))
-    converged = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
-    assert converged.returncode == 0, converged.stdout + converged.stderr
-    return lab, inventory
+    return converged_lab(lab_manager, tmp_path_factory.mktemp("two"), hosts=3, controllers=2, engine="k3s")
 
 
 def assert_untouched(lab, name: str, before: tuple) -> None:
@@ -290,9 +291,9 @@ def test_a_controller_is_not_stopped_while_etcd_is_unhealthy(two_controllers):
 
 
 def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_manager, tmp_path):
-    lab = lab_manager.get(hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1")
-    converged = desired_inventory(lab, tmp_path / "converged")
-    assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
+    lab, _converged = converged_lab(
+        lab_manager, tmp_path / "converged", hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1"
+    )
     # Valid to cargoship, refused by kube-apiserver: RKE2's static pod crash-loops and the server never
     # signals READY, so `systemctl start` would wait for ever.
     broken = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
