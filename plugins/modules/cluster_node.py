@@ -13,8 +13,9 @@ description:
     (C(delegate_to) V(localhost)).
   - V(drained) cordons the node and evicts its pods through the eviction API, so
     PodDisruptionBudgets are respected; a refused eviction (HTTP 429) is retried every
-    O(retry_delay) seconds until O(timeout). DaemonSet pods are left alone and emptyDir data may
-    be deleted, unless told otherwise.
+    O(retry_delay) seconds until O(timeout). DaemonSet and mirror (static) pods are left alone and
+    emptyDir data may be deleted, unless told otherwise. Evicted pods terminate over their grace
+    period; the drain is done when they are gone.
   - V(ready) waits until the node reports Ready. With O(restarted_after), a Ready status is believed only
     from a kubelet that runs since then. A stopped kubelet posts nothing, so the node shows its old
     Ready=True until the node lifecycle controller's grace period (40 s or more) ends. Proof of a new
@@ -79,6 +80,8 @@ options:
       - Also evict pods that no controller owns, which nothing recreates. Without it, as with
         C(kubectl drain), a node carrying such a pod is not drained (not even cordoned) and the task fails
         naming the pods; in check mode the refusal is one of the changes.
+      - A pod that more than one PodDisruptionBudget covers is refused the same way, with or without
+        O(force), since the API server never evicts such a pod.
     type: bool
     default: false
   owner:
@@ -141,6 +144,7 @@ by_node:
 """
 
 import datetime
+import json
 import time
 import traceback
 
@@ -190,13 +194,33 @@ def back_since(core, coordination, name: str, since: datetime.datetime) -> tuple
     return True, "Ready, reported by a kubelet started after the engine was stopped"
 
 
+def selector_matches(selector, labels: dict) -> bool:
+    """Whether a PodDisruptionBudget's label selector picks a pod (policy/v1: an empty selector picks
+    every pod of the budget's namespace, a missing one none)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.match_labels or {}).items()):
+        return False
+    for requirement in selector.match_expressions or []:
+        present, values = requirement.key in labels, requirement.values or []
+        matched = {
+            "In": present and labels.get(requirement.key) in values,
+            "NotIn": not present or labels.get(requirement.key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(requirement.operator, False)
+        if not matched:
+            return False
+    return True
+
+
 def pods_to_evict(core, module: AnsibleModule, name: str) -> tuple[list, list[str]]:
     """The pods a drain evicts, as ``kubectl drain --ignore-daemonsets --delete-emptydir-data`` picks
-    them, and the pods it refuses: those without a controller, which nothing would recreate (unless
-    O(force))."""
+    them, and why the drain cannot go ahead: pods without a controller, which nothing would recreate
+    (unless O(force)), and pods more than one PodDisruptionBudget covers, which the API never evicts."""
     p = module.params
     pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
-    chosen, refused = [], []
+    chosen, orphans = [], []
     for pod in pods:
         annotations = pod.metadata.annotations or {}
         if "kubernetes.io/config.mirror" in annotations:
@@ -216,10 +240,39 @@ def pods_to_evict(core, module: AnsibleModule, name: str) -> tuple[list, list[st
                 msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} uses emptyDir data; set delete_emptydir_data to drain"
             )
         if not any(o.controller for o in owners) and not p["force"]:
-            refused.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+            orphans.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
             continue
         chosen.append(pod)
-    return chosen, refused
+    refusals = []
+    if orphans:
+        refusals.append(
+            f"{', '.join(orphans)} {'has' if len(orphans) == 1 else 'have'} no controller and would be gone for good "
+            "(set cargoship_drain_force: true to delete them anyway)"
+        )
+    if chosen:
+        budgets = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
+        for pod in chosen:
+            covering = [
+                f"{b.metadata.namespace}/{b.metadata.name}"
+                for b in budgets
+                if b.metadata.namespace == pod.metadata.namespace
+                and selector_matches(b.spec.selector, pod.metadata.labels or {})
+            ]
+            if len(covering) > 1:
+                refusals.append(
+                    f"{pod.metadata.namespace}/{pod.metadata.name} is covered by more than one PodDisruptionBudget "
+                    f"({', '.join(covering)}), which the API refuses to evict (leave one budget per pod)"
+                )
+    return chosen, refusals
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own words for a refusal (its Status message), else the HTTP reason."""
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    return f"{exc.status} {message or exc.reason}"
 
 
 def eviction_line(pod) -> str:
@@ -251,18 +304,14 @@ def release(core, module: AnsibleModule) -> None:
 def drain(core, module: AnsibleModule, node) -> list[str]:
     p = module.params
     changes = [] if node.spec.unschedulable else ["cordon"]
-    pods, refused = pods_to_evict(core, module, node.metadata.name)
+    pods, blockers = pods_to_evict(core, module, node.metadata.name)
     changes += [eviction_line(pod) for pod in pods]
-    if refused:
-        # As kubectl drain without --force: refused before the node is touched (not even cordoned).
-        refusal = (
-            f"drain of {node.metadata.name} refused: {', '.join(refused)} "
-            f"{'has' if len(refused) == 1 else 'have'} no controller and would be gone for good "
-            "(set cargoship_drain_force: true to delete them anyway)"
-        )
+    if blockers:
+        # As kubectl drain would fail: refused before the node is touched (not even cordoned).
+        refusal = f"drain of {node.metadata.name} refused: {'; '.join(blockers)}"
         if module.check_mode:
             return [*changes, refusal]
-        module.fail_json(msg=refusal, refused=refused, changes=[], ready=is_ready(node))
+        module.fail_json(msg=refusal, refused=blockers, changes=[], ready=is_ready(node))
     if module.check_mode:
         return changes
     if not node.spec.unschedulable:
@@ -287,7 +336,11 @@ def drain(core, module: AnsibleModule, node) -> list[str]:
                 if exc.status == 429:
                     refusals[(namespace, name)] = "a PodDisruptionBudget does not allow it yet"
                     continue
-                raise
+                module.fail_json(
+                    msg=f"drain of {p['name']} stopped: the API refused to evict {namespace}/{name}: {api_message(exc)}",
+                    changes=changes,
+                    ready=is_ready(node),
+                )
             pending.pop((namespace, name))
             refusals.pop((namespace, name), None)
         if not pending:
@@ -487,9 +540,7 @@ def main() -> None:
             if wanted and not module.check_mode:
                 core.patch_node(p["name"], {"metadata": {"labels": wanted}})
     except ApiException as exc:
-        module.fail_json(
-            msg=f"Kubernetes API refused {p['state']} of {p['name']}: {exc.status} {exc.reason}", changes=changes
-        )
+        module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name']}: {api_message(exc)}", changes=changes)
     ready = is_ready(core.read_node(p["name"])) if not module.check_mode else is_ready(node)
     module.exit_json(changed=bool(changes), changes=changes, ready=ready)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship
+from helpers import cargoship, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -134,8 +134,13 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
     order = sorted(fleet.hosts, key=lambda n: fleet.loaded(n)["started_at"])
     assert order == ["c1", "w1", "w2"]
     assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, "lock not released"
-    charts = fleet.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
-    assert [c["metadata"]["name"] for c in charts["items"]] == ["traefik"]
+
+    def charts() -> list[str]:
+        found = fleet.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
+        return [c["metadata"]["name"] for c in found["items"]]
+
+    # The engine's deploy controller picks the chart values up on its next scan (about every 15 s).
+    wait_for(lambda: charts() == ["traefik"], "the chart values to be applied", 30)
 
     again = cargoship(
         "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "again.json")

@@ -113,13 +113,15 @@ def test_a_drain_refuses_pods_without_a_controller_unless_forced_and_names_empty
     lab, converged = k3s_fleet
     web = next(rs for rs in lab.apps.list_namespaced_replica_set("default").items if rs.metadata.name == "web")
     owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": web.metadata.uid, "controller": True}
-    for name, owners in (("solo", []), ("scratch", [owner])):
+    # scratch takes 6 s to terminate once evicted: the engine must not stop before it is gone.
+    for name, owners, grace in (("solo", [], 1), ("scratch", [owner], 6)):
         lab.core.create_namespaced_pod(
             "default",
             {
                 "metadata": {"name": name, "labels": {"app": "extra"}, "ownerReferences": owners},
                 "spec": {
                     "nodeName": "w1",
+                    "terminationGracePeriodSeconds": grace,
                     "containers": [{"name": "c", "image": "busybox"}],
                     "volumes": [{"name": "tmp", "emptyDir": {}}],
                 },
@@ -144,14 +146,75 @@ def test_a_drain_refuses_pods_without_a_controller_unless_forced_and_names_empty
         assert "solo" in [p.metadata.name for p in lab.core.list_namespaced_pod("default").items]
 
         forced = desired_inventory(lab, tmp_path / "forced", cargoship_drain_force=True)
+        gone_at: list[float] = []
+        watcher = threading.Thread(target=lambda: gone_at.append(when_pod_gone(lab, "scratch")), daemon=True)
+        watcher.start()
         done = cargoship("engine-config-sync", "-i", str(forced), "--confirm")
         assert done.returncode == 0, done.stdout + done.stderr
         assert "solo" not in [p.metadata.name for p in lab.core.list_namespaced_pod("default").items]
         assert lab.starts("w1") == before[1] + 1
+        watcher.join(timeout=5)
+        stopped_at = lab.downtimes("w1")[-1][0]
+        assert gone_at and gone_at[0] < stopped_at, "the engine stopped while an evicted pod was still terminating"
     finally:
         for name in ("solo", "scratch"):
             if name in [p.metadata.name for p in lab.core.list_namespaced_pod("default").items]:
                 lab.core.delete_namespaced_pod(name, "default")
+
+
+def when_pod_gone(lab, name: str, namespace: str = "default", timeout: float = 300) -> float:
+    """The moment (this host's clock, which the lab's hosts share) a pod left the API."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if name not in [p.metadata.name for p in lab.core.list_namespaced_pod(namespace).items]:
+            return time.time()
+        time.sleep(0.25)
+    raise AssertionError(f"pod {name} never went")
+
+
+def test_a_pod_two_budgets_cover_is_refused_before_the_cordon(k3s_fleet, tmp_path):
+    lab, converged = k3s_fleet
+    budgets = ("web-a", "web-b")
+    for name in budgets:  # each would allow the eviction; together the API refuses it (500)
+        lab.policy.create_namespaced_pod_disruption_budget(
+            "default",
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": name},
+                "spec": {"maxUnavailable": 5, "selector": {"matchLabels": {"app": "web"}}},
+            },
+        )
+    web = next(rs for rs in lab.apps.list_namespaced_replica_set("default").items if rs.metadata.name == "web")
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": web.metadata.uid, "controller": True}
+    lab.core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "web-on-w1", "labels": {"app": "web"}, "ownerReferences": [owner]},
+            "spec": {"nodeName": "w1", "terminationGracePeriodSeconds": 1, "containers": [{"name": "c", "image": "x"}]},
+        },
+    )
+    drift(lab, "w1")
+    before = (engine_files(lab, "w1"), lab.starts("w1"))
+    refusal = "default/web-on-w1 is covered by more than one PodDisruptionBudget (default/web-a, default/web-b)"
+    try:
+        dry = cargoship(
+            "engine-config-sync", "-i", str(converged), "--dry-run", "--report-json", str(tmp_path / "d.json")
+        )
+        assert dry.returncode == 0, dry.stdout + dry.stderr
+        assert refusal in (tmp_path / "d.json").read_text()
+        real = cargoship("engine-config-sync", "-i", str(converged), "--confirm")
+        output = real.stdout + real.stderr
+        assert real.returncode == 1, output
+        assert f"drain of w1 refused: {refusal}" in output
+        assert not lab.core.read_node("w1").spec.unschedulable, "a refused drain does not even cordon"
+        assert (engine_files(lab, "w1"), lab.starts("w1")) == before
+    finally:
+        for name in budgets:
+            lab.policy.delete_namespaced_pod_disruption_budget(name, "default")
+        lab.core.delete_namespaced_pod("web-on-w1", "default")
+    again = cargoship("engine-config-sync", "-i", str(converged), "--confirm")
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_the_recovery_takes_the_lock_before_it_restores_anything(k3s_fleet):

@@ -19,6 +19,13 @@ def with_desired_state(lab):
     return lab
 
 
+def mirror_pods(lab) -> dict[str, str]:
+    pods = lab.core.list_namespaced_pod("kube-system").items
+    return {
+        p.metadata.name: p.metadata.uid for p in pods if "kubernetes.io/config.mirror" in (p.metadata.annotations or {})
+    }
+
+
 def most_at_once(intervals: list[tuple[float, float]]) -> int:
     edges = sorted([(start, 1) for start, _end in intervals] + [(end, -1) for _start, end in intervals])
     current = peak = 0
@@ -47,10 +54,21 @@ def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(
     lab = with_desired_state(
         lab_manager.get(hosts=3, controllers=2, engine="rke2", version="v1.30.2+rke2r1", fresh=True)
     )
-    dry = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run", "--detailed-exitcode")
+    # Every RKE2 node carries mirror pods (kube-proxy; etcd and the control plane on servers), which a
+    # drain leaves alone as kubectl drain does: not in the plan, the same pods after the run.
+    mirrors = mirror_pods(lab)
+    assert {f"kube-proxy-{name}" for name in lab.hosts} | {f"etcd-{name}" for name in lab.controllers} <= set(mirrors)
+    report = tmp_path / "dry.json"
+    dry = cargoship(
+        "engine-config-sync", "-i", str(lab.inventory), "--dry-run", "--detailed-exitcode", "--report-json", str(report)
+    )
     assert dry.returncode == 2, dry.stdout + dry.stderr
+    plan = report.read_text()
+    assert "evict default/web-" in plan
+    assert not [name for name in mirrors if name in plan], "a mirror pod would be evicted"
     real = cargoship("engine-config-sync", "-i", str(lab.inventory), "--confirm")
     assert real.returncode == 0, real.stdout + real.stderr
+    assert mirror_pods(lab) == mirrors, "a mirror pod was evicted or deleted"
     dropin = json.loads(lab.sh("c1", "cat /etc/rancher/rke2/config.yaml.d/90-cargoship.yaml").stdout)
     assert dropin == {
         "audit-policy-file": "/var/lib/rancher/rke2/server/cargoship-audit-policy.yaml",

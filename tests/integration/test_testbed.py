@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import time
 
 import pytest
+from kubernetes.client.rest import ApiException
 
 pytestmark = pytest.mark.lab
 
@@ -254,28 +256,56 @@ def test_controller_has_an_admin_kubeconfig_that_reaches_the_api_through_it(lab,
     lab.wait_node("c1", "True")
 
 
-def test_helm_chart_config_in_manifests_dir_is_applied_without_restart(lab):
-    starts = lab.starts("c1")
-    manifest = (
+def chart_config(name: str) -> str:
+    return (
         "apiVersion: helm.cattle.io/v1\nkind: HelmChartConfig\n"
-        "metadata:\n  name: traefik\n  namespace: kube-system\n"
+        f"metadata:\n  name: {name}\n  namespace: kube-system\n"
         "spec:\n  valuesContent: |-\n    replicas: 2\n"
     )
-    lab.sh("c1", f"printf '%s' '{manifest}' > /var/lib/rancher/k3s/server/manifests/traefik-config.yaml")
+
+
+def test_manifests_are_applied_as_the_deploy_controller_does(lab):
+    """Polled without a restart; one AddOn per file, named up to the first dot; dotfiles and files
+    with a .skip beside them ignored; removing a file deletes nothing (real-engines.md)."""
+    directory = "/var/lib/rancher/k3s/server/manifests"
+    starts = lab.starts("c1")
+
+    def objects(plural: str) -> list[str]:
+        group = "k3s.cattle.io" if plural == "addons" else "helm.cattle.io"
+        found = lab.custom.list_namespaced_custom_object(group, "v1", "kube-system", plural)["items"]
+        return sorted(i["metadata"]["name"] for i in found)
+
+    files = {
+        "traefik-config.v2.yaml": chart_config("traefik"),
+        ".hidden.yaml": chart_config("hidden"),
+        "skipped.yaml": chart_config("skipped"),
+        "skipped.yaml.skip": "",
+        "notes.txt": chart_config("notes"),
+    }
+    for name, content in files.items():
+        lab.sh("c1", f"printf '%s' '{content}' > {directory}/{name}")
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            found = lab.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
-            if any(i["metadata"]["name"] == "traefik" for i in found["items"]):
-                break
-            assert time.monotonic() < deadline, "HelmChartConfig never applied"
-            time.sleep(0.3)
-        item = next(i for i in found["items"] if i["metadata"]["name"] == "traefik")
+        wait_until(lambda: "traefik-config" in objects("addons"), "the manifest to be applied", timeout=40)
+        assert objects("helmchartconfigs") == ["traefik"]
+        assert objects("addons") == ["traefik-config"]
+        item = lab.custom.get_namespaced_custom_object(
+            "helm.cattle.io", "v1", "kube-system", "helmchartconfigs", "traefik"
+        )
         assert item["spec"]["valuesContent"] == "replicas: 2"
+        lab.sh("c1", f"rm -f {directory}/traefik-config.v2.yaml")
+        lab.sh("c1", f"printf '%s' '{chart_config('marker')}' > {directory}/marker.yaml")
+        wait_until(lambda: "marker" in objects("addons"), "a later scan", timeout=40)
+        assert "traefik" in objects("helmchartconfigs"), "removing a manifest file deleted its objects"
         assert lab.starts("c1") == starts
     finally:
-        lab.sh("c1", "rm -f /var/lib/rancher/k3s/server/manifests/traefik-config.yaml")
-        lab.custom.delete_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs", "traefik")
+        lab.sh("c1", f"cd {directory} && rm -f {' '.join(files)} marker.yaml")
+        for plural, group, names in (
+            ("helmchartconfigs", "helm.cattle.io", ("traefik", "marker")),
+            ("addons", "k3s.cattle.io", ("traefik-config", "marker")),
+        ):
+            for name in names:
+                with contextlib.suppress(ApiException):  # not there
+                    lab.custom.delete_namespaced_custom_object(group, "v1", "kube-system", plural, name)
 
 
 def test_kubectl_lists_nodes_ready(lab):

@@ -5,7 +5,10 @@ What it serves: discovery (so ``kubectl`` finds resources and the eviction subre
 namespaces, pods, DaemonSets, ReplicaSets, PodDisruptionBudgets and the HelmChart(Config) kinds of
 k3s/RKE2; get/list (label and field selectors)/create/replace/patch (merge, strategic-merge as
 merge, JSON patch)/delete; Table responses for ``kubectl get``; the eviction subresource with real
-PodDisruptionBudget arithmetic (429 until the budget allows it).
+PodDisruptionBudget arithmetic (429 until the budget allows it; 500 when more than one budget matches
+the pod, as kube-apiserver answers: real-engines.md, "Draining"). A deleted or evicted pod is not gone
+at once: it is marked for deletion and terminates over its grace period (``terminationGracePeriodSeconds``,
+30 s by default), and only while its node's kubelet is alive to finish it (real-engines.md, "evicted pod").
 
 Small controllers keep it honest: a DaemonSet has a pod on every node, a ReplicaSet keeps its
 replica count on schedulable Ready nodes (so an evicted pod reappears elsewhere, as on a real
@@ -34,6 +37,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 NODE_GRACE_SECONDS = 40
+POD_GRACE_SECONDS = 30  # a pod's terminationGracePeriodSeconds when it does not set one
 CONTROLLER_PERIOD_SECONDS = 0.5
 ANONYMOUS_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
 
@@ -73,6 +77,8 @@ RESOURCES = [
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("helm.cattle.io", "v1", "helmchartconfigs", "HelmChartConfig", True),
     Resource("helm.cattle.io", "v1", "helmcharts", "HelmChart", True),
+    # What the engine's deploy controller records per manifest file (real-engines.md, "server/manifests/").
+    Resource("k3s.cattle.io", "v1", "addons", "Addon", True),
 ]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 
@@ -225,6 +231,11 @@ def node_ready(node: dict) -> bool:
     )
 
 
+def pod_grace(pod: dict) -> int:
+    value = pod.get("spec", {}).get("terminationGracePeriodSeconds")
+    return POD_GRACE_SECONDS if value is None else int(value)
+
+
 def pod_ready(pod: dict) -> bool:
     return pod.get("status", {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
 
@@ -237,6 +248,8 @@ class Store:
         self.objects: dict[tuple[str, str, str, str], dict] = {}
         self.revision = 1
         self.heartbeats: dict[str, float] = {}
+        # Pods marked for deletion: (namespace, name) -> (uid, when their grace period ends).
+        self.terminating: dict[tuple[str, str], tuple[str, float]] = {}
         self.node_grace = NODE_GRACE_SECONDS
         self.etcd_healthy = True
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
@@ -411,14 +424,43 @@ class Store:
                 expected += 1
         return expected
 
-    def evict(self, namespace: str, name: str) -> None:
+    def terminate(self, namespace: str, name: str, grace: int | None = None) -> dict:
+        """Delete a pod as the API server does: mark it and let it terminate over its grace period."""
+        pods = BY_PATH[("", "v1", "pods")]
+        with self.lock:
+            pod = self.get(pods, namespace, name)
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                return pod
+            seconds = pod_grace(pod) if grace is None else max(0, int(grace))
+            if seconds == 0 or not pod.get("spec", {}).get("nodeName"):
+                return self.delete(pods, namespace, name)  # no kubelet has to stop anything
+            ends = datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=seconds)
+            meta["deletionTimestamp"] = ends.strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionGracePeriodSeconds"] = seconds
+            self.terminating[(namespace, name)] = (meta["uid"], time.monotonic() + seconds)
+            return self._save(pods, namespace, name, pod)
+
+    def evict(self, namespace: str, name: str, grace: int | None = None) -> None:
         pods = BY_PATH[("", "v1", "pods")]
         with self.lock:
             pod = self.get(pods, namespace, name)
             labels = pod["metadata"].get("labels") or {}
-            for pdb in self.list(BY_PATH[("policy", "v1", "poddisruptionbudgets")], namespace):
-                if not selector_matches(pdb["spec"].get("selector"), labels):
-                    continue
+            budgets = [
+                pdb
+                for pdb in self.list(BY_PATH[("policy", "v1", "poddisruptionbudgets")], namespace)
+                if selector_matches(pdb["spec"].get("selector"), labels)
+            ]
+            if len(budgets) > 1:
+                # kube-apiserver's eviction REST handler (real-engines.md, "Draining").
+                raise ApiError(
+                    500,
+                    "InternalError",
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                )
+            if pod["metadata"].get("deletionTimestamp"):
+                return  # already terminating: no budget is consulted again
+            for pdb in budgets:
                 status = self.pdb_status(pdb)
                 if pod_ready(pod) and status["disruptionsAllowed"] < 1:
                     raise ApiError(
@@ -436,12 +478,13 @@ class Store:
                             ]
                         },
                     )
-            self.delete(pods, namespace, name)
+            self.terminate(namespace, name, grace)
 
     # -- controllers --------------------------------------------------------------------------------
     def reconcile(self) -> None:
         with self.lock:
             self._expire_nodes()
+            self._finish_terminations()
             nodes = self.list(BY_PATH[("", "v1", "nodes")], None)
             pods = BY_PATH[("", "v1", "pods")]
             for ds in self.list(BY_PATH[("apps", "v1", "daemonsets")], None):
@@ -464,6 +507,7 @@ class Store:
                     p
                     for p in self.list(pods, rs["metadata"]["namespace"])
                     if any(o.get("uid") == rs["metadata"]["uid"] for o in p["metadata"].get("ownerReferences", []))
+                    and not p["metadata"].get("deletionTimestamp")  # a terminating pod is replaced at once
                 ]
                 missing = int(rs.get("spec", {}).get("replicas", 1)) - len(owned)
                 for _replica in range(max(0, missing)):
@@ -497,6 +541,21 @@ class Store:
         }
         self.create(BY_PATH[("", "v1", "pods")], owner["metadata"]["namespace"], pod)
 
+    def _finish_terminations(self) -> None:
+        """A terminating pod goes once its grace period is over and its node's kubelet is there to stop
+        it; on a node whose kubelet stopped it stays Terminating, as on a real cluster."""
+        pods = BY_PATH[("", "v1", "pods")]
+        now = time.monotonic()
+        for (namespace, name), (uid, ends) in list(self.terminating.items()):
+            pod = self.objects.get(("", "pods", namespace, name))
+            if pod is None or pod["metadata"]["uid"] != uid:
+                del self.terminating[(namespace, name)]
+                continue
+            node = pod.get("spec", {}).get("nodeName", "")
+            if now >= ends and self.heartbeats.get(node, 0) >= now - self.node_grace:
+                self.delete(pods, namespace, name)
+                del self.terminating[(namespace, name)]
+
     def _expire_nodes(self) -> None:
         deadline = time.monotonic() - self.node_grace
         for node in self.list(BY_PATH[("", "v1", "nodes")], None):
@@ -509,6 +568,17 @@ class Store:
                         )
                 self._stamp(BY_PATH[("", "v1", "nodes")], node)
                 self.objects[("", "nodes", "", name)] = node
+
+
+def grace_period(options: object, query: dict) -> int | None:
+    """The grace period a delete or an eviction asks for (DeleteOptions in the body, or the query)."""
+    if isinstance(options, dict):
+        inner = options.get("deleteOptions") if options.get("kind") == "Eviction" else options
+        if isinstance(inner, dict) and inner.get("gracePeriodSeconds") is not None:
+            return int(inner["gracePeriodSeconds"])
+    if query.get("gracePeriodSeconds") not in (None, ""):
+        return int(query["gracePeriodSeconds"])
+    return None
 
 
 def age(obj: dict) -> str:
@@ -544,7 +614,7 @@ def table(resource: Resource, items: list[dict]) -> dict:
             return [
                 p["metadata"]["name"],
                 "1/1" if pod_ready(p) else "0/1",
-                p.get("status", {}).get("phase", ""),
+                "Terminating" if p["metadata"].get("deletionTimestamp") else p.get("status", {}).get("phase", ""),
                 0,
                 age(p),
                 p.get("spec", {}).get("nodeName", ""),
@@ -702,8 +772,7 @@ class Handler(BaseHTTPRequestHandler):
         if subresource == "eviction":
             if method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "eviction accepts POST only")
-            self.read_body()
-            store.evict(ns, name)
+            store.evict(ns, name, grace_period(self.read_body(), query))
             return 201, {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
         if method == "GET":
             obj = store.get(resource, ns, name)
@@ -717,7 +786,9 @@ class Handler(BaseHTTPRequestHandler):
                 resource, ns, name, self.read_body(), self.headers.get("Content-Type") or "", subresource
             )
         if method == "DELETE":
-            self.read_body()
+            options = self.read_body()
+            if resource.plural == "pods":
+                return 200, store.terminate(ns, name, grace_period(options, query))
             return 200, store.delete(resource, ns, name)
         raise ApiError(405, "MethodNotAllowed", f"{method} is not allowed")
 

@@ -526,7 +526,8 @@ def start_api_double(lab: Lab) -> None:
 
 
 def seed_workloads(lab: Lab) -> None:
-    """A DaemonSet and a replicated app, so that nodes carry the kinds of pods a drain meets."""
+    """A DaemonSet and a replicated app with emptyDir data, so that nodes carry the kinds of pods a drain
+    meets (RKE2 nodes add their own mirror pods, made by the stand-in kubelet)."""
     from kubernetes import client, config
 
     api_client = config.new_client_from_config(str(lab.state / "kubeconfig"))
@@ -557,7 +558,14 @@ def seed_workloads(lab: Lab) -> None:
                 "selector": {"matchLabels": {"app": "web"}},
                 "template": {
                     "metadata": {"labels": {"app": "web"}},
-                    "spec": {"containers": [{"name": "web", "image": "nginx"}]},
+                    "spec": {
+                        "containers": [{"name": "web", "image": "nginx"}],
+                        # A cache on emptyDir, as many real apps have: a drain deletes it, and says so.
+                        "volumes": [{"name": "cache", "emptyDir": {}}],
+                        # Evicted pods terminate over this period (the API double honours it as the API
+                        # server does); short, so that a drain in a test takes seconds, not 30 s a pod.
+                        "terminationGracePeriodSeconds": 2,
+                    },
                 },
             },
         },

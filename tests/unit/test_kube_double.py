@@ -79,7 +79,7 @@ def test_eviction_refused_with_429_while_budget_allows_no_disruption(store):
     assert store.get(pods(), "default", "web-0")
 
 
-def test_eviction_allowed_within_budget_deletes_the_pod(store):
+def test_eviction_allowed_within_budget_marks_the_pod_terminating(store):
     rs = store.create(
         kd.BY_PATH[("apps", "v1", "replicasets")], "default", {"metadata": {"name": "web"}, "spec": {"replicas": 3}}
     )
@@ -91,12 +91,71 @@ def test_eviction_allowed_within_budget_deletes_the_pod(store):
         {"metadata": {"name": "web"}, "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
     )
     store.evict("default", "web-0")
-    with pytest.raises(kd.ApiError) as gone:
-        store.get(pods(), "default", "web-0")
-    assert gone.value.code == 404
-    # One already gone and not yet replaced: a second disruption would exceed maxUnavailable=1.
-    with pytest.raises(kd.ApiError):
+    evicted = store.get(pods(), "default", "web-0")
+    assert evicted["metadata"]["deletionGracePeriodSeconds"] == kd.POD_GRACE_SECONDS
+    assert evicted["metadata"]["deletionTimestamp"]
+    # One terminating and not yet replaced: a second disruption would exceed maxUnavailable=1.
+    with pytest.raises(kd.ApiError) as refused:
         store.evict("default", "web-1")
+    assert refused.value.code == 429
+    store.evict("default", "web-0")  # evicting a terminating pod again is accepted, budget or not
+
+
+def node(store, name, ready=True):
+    store.create(
+        kd.BY_PATH[("", "v1", "nodes")],
+        "",
+        {"metadata": {"name": name}, "status": {"conditions": [{"type": "Ready", "status": str(ready)}]}},
+    )
+
+
+def test_a_terminating_pod_goes_after_its_grace_period_only_while_its_kubelet_is_alive(store):
+    node(store, "n1")
+    node(store, "n2")
+    for name, where in (("a", "n1"), ("b", "n2")):
+        store.create(
+            pods(),
+            "default",
+            {"metadata": {"name": name}, "spec": {"nodeName": where, "terminationGracePeriodSeconds": 5}},
+        )
+        store.terminate("default", name)
+    store.reconcile()
+    assert len(store.list(pods(), "default")) == 2, "gone before the grace period ended"
+    for key, (uid, _ends) in list(store.terminating.items()):
+        store.terminating[key] = (uid, 0.0)
+    store.heartbeats["n2"] -= kd.NODE_GRACE_SECONDS + 1  # n2's kubelet stopped: nobody stops its pod
+    store.reconcile()
+    remaining = store.list(pods(), "default")
+    assert [p["metadata"]["name"] for p in remaining] == ["b"]
+    assert remaining[0]["metadata"]["deletionTimestamp"]
+
+
+def test_a_zero_grace_period_deletes_at_once(store):
+    add_pod(store, "a", "n1")
+    store.terminate("default", "a", 0)
+    assert store.list(pods(), "default") == []
+
+
+def test_more_than_one_budget_on_a_pod_makes_the_eviction_fail_with_500(store):
+    add_pod(store, "web-0", "n0")
+    for name in ("one", "two"):
+        store.create(
+            pdbs(),
+            "default",
+            {"metadata": {"name": name}, "spec": {"maxUnavailable": 5, "selector": {"matchLabels": {"app": "web"}}}},
+        )
+    with pytest.raises(kd.ApiError) as failed:
+        store.evict("default", "web-0")
+    assert failed.value.code == 500
+    assert "more than one PodDisruptionBudget" in failed.value.message
+    assert not store.get(pods(), "default", "web-0")["metadata"].get("deletionTimestamp")
+
+
+def test_grace_period_is_read_from_delete_options_and_eviction_bodies():
+    assert kd.grace_period({"gracePeriodSeconds": 0}, {}) == 0
+    assert kd.grace_period({"kind": "Eviction", "deleteOptions": {"gracePeriodSeconds": 3}}, {}) == 3
+    assert kd.grace_period({}, {"gracePeriodSeconds": "7"}) == 7
+    assert kd.grace_period({}, {}) is None
 
 
 def test_percentage_budget_rounds_up_like_the_disruption_controller(store):
@@ -119,7 +178,7 @@ def test_unready_pod_may_always_be_evicted(store):
         {"metadata": {"name": "web"}, "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "web"}}}},
     )
     store.evict("default", "web-0")
-    assert store.list(pods(), "default") == []
+    assert store.get(pods(), "default", "web-0")["metadata"]["deletionTimestamp"]
 
 
 def test_replicaset_replaces_evicted_pod_on_a_schedulable_ready_node(store):
@@ -139,6 +198,11 @@ def test_replicaset_replaces_evicted_pod_on_a_schedulable_ready_node(store):
     store.reconcile()
     placed = [p["spec"]["nodeName"] for p in store.list(pods(), "default")]
     assert placed == ["n2", "n2"]
+    # A terminating pod no longer counts: its replacement is made at once, as the ReplicaSet controller does.
+    store.terminate("default", store.list(pods(), "default")[0]["metadata"]["name"])
+    store.reconcile()
+    live = [p for p in store.list(pods(), "default") if not p["metadata"].get("deletionTimestamp")]
+    assert len(live) == 2
 
 
 def test_node_without_heartbeat_turns_unknown(store):

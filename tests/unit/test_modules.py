@@ -121,3 +121,28 @@ def test_engine_config_diff_shows_mirrors_and_hides_only_credentials(tmp_path):
     assert "https://mirror.example:5000" in result["changes"][0]["diff"]
     assert "puller" in result["changes"][0]["diff"]
     assert "hunter2-canary" not in json.dumps(result)
+
+
+@pytest.mark.parametrize(
+    ("selector", "labels", "picked"),
+    [
+        (None, {"app": "web"}, False),  # a budget without a selector covers nothing
+        ({}, {"app": "web"}, True),  # an empty one covers every pod of its namespace (policy/v1)
+        ({"match_labels": {"app": "web"}}, {"app": "web", "tier": "1"}, True),
+        ({"match_labels": {"app": "web"}}, {"app": "db"}, False),
+        ({"match_expressions": [{"key": "app", "operator": "In", "values": ["web", "db"]}]}, {"app": "db"}, True),
+        ({"match_expressions": [{"key": "app", "operator": "In", "values": ["web"]}]}, {}, False),
+        ({"match_expressions": [{"key": "app", "operator": "NotIn", "values": ["web"]}]}, {}, True),
+        ({"match_expressions": [{"key": "tier", "operator": "Exists"}]}, {"app": "web"}, False),
+        ({"match_expressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {"app": "web"}, True),
+    ],
+)
+def test_budget_selectors_pick_pods_as_the_disruption_controller_does(selector, labels, picked):
+    from kubernetes import client
+
+    from ansible_collections.cargoship.engine.plugins.modules.cluster_node import selector_matches
+
+    if selector is not None:
+        expressions = [client.V1LabelSelectorRequirement(**e) for e in selector.get("match_expressions", [])]
+        selector = client.V1LabelSelector(match_labels=selector.get("match_labels"), match_expressions=expressions)
+    assert selector_matches(selector, labels) is picked

@@ -22,7 +22,13 @@ It reproduces the behaviour cargoship relies on, nothing more:
   ``nodeStatusReportFrequency``; Kubernetes issue 127352);
 * servers write the admin kubeconfig at the real path, forward port 6443 to the API double (so the
   API "on a controller" is down while its engine is), and apply manifests dropped into the server
-  manifests directory without a restart.
+  manifests directory without a restart, as the deploy controller does: polled every 15 s, one
+  ``AddOn`` per file named after the file up to its first dot and holding its checksum, dotfiles,
+  non-YAML files and files with a ``<file>.skip`` beside them ignored, and a removed file's objects
+  left in place (real-engines.md, "server/manifests/");
+* RKE2 nodes carry mirror pods for their static pods (kube-proxy; on servers etcd and the control
+  plane), annotated ``kubernetes.io/config.mirror`` and recreated by the kubelet when deleted
+  (real-engines.md, "RKE2 nodes").
 
 Only the Python standard library and PyYAML (python3-yaml in the host image) are used.
 """
@@ -53,7 +59,9 @@ LEASE_RENEW_SECONDS = 10
 LEASE_DURATION_SECONDS = 40
 # A registries.yaml that cannot be read is retried on this period (the agent's own retry loop).
 REGISTRIES_RETRY_SECONDS = 5
-MANIFEST_SCAN_SECONDS = 1
+# The deploy controller looks at the manifests directory about every 15 s (real-engines.md, "server/manifests/").
+MANIFEST_SCAN_SECONDS = 15
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 COMMON_KEYS = {
     "config",
@@ -389,7 +397,6 @@ class Engine:
         self.api = ApiClient()
         self.stopping = threading.Event()
         self.state_dir = f"/var/lib/rancher/{flavor}/lab"
-        self.applied: dict[str, str] = {}
 
     # -- start-up ---------------------------------------------------------------------------------
     def load(self) -> dict:
@@ -539,6 +546,10 @@ class Engine:
                 self.renew_lease()
             except (OSError, urllib.error.URLError) as exc:
                 log("error", f"failed to renew node lease: {exc}")
+            try:
+                self.sync_mirror_pods()
+            except (OSError, urllib.error.URLError, KeyError) as exc:
+                log("error", f"failed to sync mirror pods: {exc}")
             if self.stopping.wait(LEASE_RENEW_SECONDS):
                 return
 
@@ -546,23 +557,80 @@ class Engine:
     def manifests_loop(self) -> None:
         directory = f"/var/lib/rancher/{self.flavor}/server/manifests"
         while not self.stopping.is_set():
-            for path in sorted(glob.glob(os.path.join(directory, "*"))):
-                if not path.endswith((".yaml", ".yml", ".json")) or not os.path.isfile(path):
-                    continue
+            for path in manifest_files(directory):
+                addon = os.path.basename(path).split(".", 1)[0]
+                addon_path = f"/apis/k3s.cattle.io/v1/namespaces/kube-system/addons/{addon}"
                 try:
                     digest = sha256_of(path)
-                    if self.applied.get(path) == digest:
+                    if (
+                        self.api.exists(addon_path)
+                        and self.api.call("GET", addon_path).get("spec", {}).get("checksum") == digest
+                    ):
                         continue
                     with open(path, encoding="utf-8") as handle:
                         docs = [doc for doc in yaml.safe_load_all(handle) if doc]
                     for doc in docs:
                         self.api.apply(doc)
-                    self.applied[path] = digest
-                    log("info", f"Applied manifest {path}")
+                    self.api.apply(
+                        {
+                            "apiVersion": "k3s.cattle.io/v1",
+                            "kind": "Addon",
+                            "metadata": {"name": addon, "namespace": "kube-system"},
+                            "spec": {"source": path, "checksum": digest},
+                        }
+                    )
+                    log("info", f"Applied manifest {path} as AddOn {addon}")
                 except (yaml.YAMLError, KeyError, TypeError, OSError, urllib.error.URLError) as exc:
-                    self.applied[path] = ""
                     log("error", f"Failed to process manifest {path}: {exc}".replace("\n", " "))
             self.stopping.wait(MANIFEST_SCAN_SECONDS)
+
+    # -- static pods (RKE2) --------------------------------------------------------------------------
+    def static_pods(self) -> list[str]:
+        if self.flavor != "rke2":
+            return []  # k3s runs its control plane and kube-proxy inside its own process
+        components = ["kube-proxy"]
+        if self.role == "server":
+            components += ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+        return components
+
+    def sync_mirror_pods(self) -> None:
+        """As the kubelet does: a mirror pod in the API for each static pod, made again if deleted."""
+        name = self.node["name"]
+        for component in self.static_pods():
+            path = f"/api/v1/namespaces/kube-system/pods/{component}-{name}"
+            if self.api.exists(path):
+                continue
+            node = self.api.call("GET", f"/api/v1/nodes/{name}")
+            self.api.call(
+                "POST",
+                "/api/v1/namespaces/kube-system/pods",
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": f"{component}-{name}",
+                        "labels": {"component": component, "tier": "control-plane"},
+                        "annotations": {
+                            "kubernetes.io/config.mirror": hashlib.sha256(component.encode()).hexdigest()[:32],
+                            "kubernetes.io/config.source": "file",
+                        },
+                        "ownerReferences": [
+                            {
+                                "apiVersion": "v1",
+                                "kind": "Node",
+                                "name": name,
+                                "uid": node["metadata"]["uid"],
+                                "controller": True,
+                            }
+                        ],
+                    },
+                    "spec": {
+                        "nodeName": name,
+                        "priorityClassName": "system-cluster-critical",
+                        "containers": [{"name": component, "image": f"rancher/hardened-{component}"}],
+                    },
+                },
+            )
 
     def forward_api(self) -> None:
         """Listen on :6443 like the real apiserver; bytes are relayed to the API double."""
@@ -635,6 +703,18 @@ class Engine:
         # Nothing is posted to the API on the way down: the node stays Ready until the grace period ends.
         log("info", "Shutting down")
         return 0
+
+
+def manifest_files(directory: str) -> list[str]:
+    """The files the deploy controller applies: YAML or JSON, not hidden, without a ``.skip`` beside."""
+    found = []
+    for path in sorted(glob.glob(os.path.join(directory, "*"))):
+        if not path.endswith(MANIFEST_SUFFIXES) or not os.path.isfile(path):
+            continue  # glob leaves dotfiles out, as the deploy controller does
+        if os.path.exists(path + ".skip"):
+            continue
+        found.append(path)
+    return found
 
 
 def relay(src: socket.socket, dst: socket.socket) -> None:
