@@ -95,6 +95,11 @@ class Progress:
         if kind == "runner_on_start" and task == OPENS_NODE:
             self.in_flight.add(host)
             self.steps[host] = []
+        elif kind == "runner_on_skipped" and task == OPENS_NODE:
+            # Ansible announces a task's start before it evaluates its condition: a node with nothing to
+            # restart "starts" the drain too, and is never touched.
+            self.in_flight.discard(host)
+            self.steps.pop(host, None)
         elif kind == "runner_on_ok" and task == CLOSES_NODE and "ready" in result:
             self.in_flight.discard(host)
         elif kind == "runner_on_ok" and task in NODE_STEPS and host in self.in_flight:
