@@ -8,9 +8,11 @@ Shared by the input validation that runs on the controller before any host is co
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
+
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import parse
+from ansible_collections.cargoship.engine.plugins.module_utils._yaml_emit import dump
 
 ENGINES = ("k3s", "rke2")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -196,9 +198,44 @@ def chart_file_name(name: str, namespace: str) -> str:
     return f"cargoship-{namespace}-{name}.yaml" if namespace != "kube-system" else f"cargoship-{name}.yaml"
 
 
+HEADER = "Managed by cargoship (cargoship.engine): its next run replaces a change made here."
+MANAGED_BY = {"app.kubernetes.io/managed-by": "cargoship"}
+
+
 def render_document(document: object) -> str:
-    """Deterministic YAML without needing PyYAML on the host: JSON is valid YAML 1.2."""
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
+    """A file's content: block YAML in the order given, after a header naming the tool that manages it."""
+    return dump(document, header=HEADER)
+
+
+def render_data(document: object) -> str:
+    """Data as YAML without the header (what a diff shows of either side)."""
+    return dump(document)
+
+
+def content_of(kind: str, text: str) -> object:
+    """What a file says, whatever its formatting, for comparing it with what it should say: the data it
+    holds (a chart's values text read as data too). Raises ValueError for text that is not YAML or JSON."""
+    data = parse(text)
+    if kind == "chart_values" and isinstance(data, dict) and isinstance(data.get("spec"), dict):
+        values = data["spec"].get("valuesContent")
+        if isinstance(values, str):
+            try:
+                values = parse(values)
+            except ValueError:
+                pass
+        data = {**data, "spec": {**data["spec"], "valuesContent": values}}
+    return data
+
+
+def same_content(kind: str, current: str | None, desired: str) -> bool:
+    if current is None:
+        return False
+    if current == desired:
+        return True
+    try:
+        return content_of(kind, current) == content_of(kind, desired)
+    except ValueError:
+        return False  # unreadable as data (or no PyYAML on the host to read it): rewritten
 
 
 def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
@@ -244,12 +281,8 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
                 document = {
                     "apiVersion": "helm.cattle.io/v1",
                     "kind": "HelmChartConfig",
-                    "metadata": {"name": name, "namespace": namespace},
-                    "spec": {
-                        "valuesContent": values
-                        if isinstance(values, str)
-                        else json.dumps(values, indent=2, sort_keys=True)
-                    },
+                    "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+                    "spec": {"valuesContent": values if isinstance(values, str) else render_data(values)},
                 }
                 path = posixpath.join(paths["manifests"], chart_file_name(name, namespace))
                 files.append(

@@ -185,7 +185,8 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     InputError,
     engine_paths,
     render,
-    render_document,
+    render_data,
+    same_content,
     validate,
 )
 
@@ -448,10 +449,10 @@ def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
     elif before is WITHHELD:
         before_text = WITHHELD
     elif isinstance(before, dict) or item["kind"] not in ("registries", "chart_values"):
-        before_text = render_document(masked_before)
+        before_text = render_data(masked_before)
     else:
         before_text = WITHHELD  # data of an unexpected shape: masking cannot tell where its credentials are
-    return before_text, render_document(masked_after)
+    return before_text, render_data(masked_after)
 
 
 def chart_values_of(manifest: dict | None) -> object:
@@ -474,7 +475,7 @@ def masked_chart_pair(before: dict | None, after: dict) -> tuple[dict | None, di
     def with_values(manifest: dict | None, original: object, shown: object) -> dict | None:
         if manifest is None or shown == original:
             return manifest
-        text = WITHHELD if original is WITHHELD else json.dumps(shown, indent=2, sort_keys=True)
+        text = WITHHELD if original is WITHHELD else render_data(shown)
         return {**manifest, "spec": {**manifest["spec"], "valuesContent": text}}
 
     return with_values(before, values_before, masked_before), with_values(after, values_after, masked_after)
@@ -531,7 +532,7 @@ def main() -> None:
     changes, diffs, drifted = [], [], []
     for item in files:
         current = read_current(module, item["path"])
-        if current == item["content"]:
+        if same_content(item["kind"], current, item["content"]):
             continue
         drifted.append(item)
         masked_before, masked_after = masked_texts(item, current)

@@ -105,7 +105,7 @@ def test_ssh_cut_in_the_middle_of_a_restart_stops_the_run_and_a_rerun_completes(
     assert fleet.starts("w2") == 1, "the rollout went on past the node that was cut off"
     # Nothing half-written on w1: no temporary file, and every engine file is whole.
     assert fleet.sh("w1", "find /etc/rancher -name '.cargoship-*'").stdout == ""
-    json.loads(fleet.sh("w1", "cat /etc/rancher/k3s/registries.yaml").stdout)
+    assert yaml.safe_load(fleet.sh("w1", "cat /etc/rancher/k3s/registries.yaml").stdout)["mirrors"]
     fleet.sh("w1", "rm -f /etc/cargoship-lab/start-delay")
     fleet.wait_node("w1", "True", timeout=60)
     time.sleep(11)  # the cut-off node's lock goes stale (10 s here)

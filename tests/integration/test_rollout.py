@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+import yaml
 from helpers import cargoship
 
 pytestmark = pytest.mark.lab
@@ -69,7 +69,7 @@ def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(
     real = cargoship("engine-config-sync", "-i", str(lab.inventory), "--confirm")
     assert real.returncode == 0, real.stdout + real.stderr
     assert mirror_pods(lab) == mirrors, "a mirror pod was evicted or deleted"
-    dropin = json.loads(lab.sh("c1", "cat /etc/rancher/rke2/config.yaml.d/90-cargoship.yaml").stdout)
+    dropin = yaml.safe_load(lab.sh("c1", "cat /etc/rancher/rke2/config.yaml.d/90-cargoship.yaml").stdout)
     assert dropin == {
         "audit-policy-file": "/var/lib/rancher/rke2/server/cargoship-audit-policy.yaml",
         "pod-security-admission-config-file": "/var/lib/rancher/rke2/server/cargoship-pod-security.yaml",

@@ -1,8 +1,7 @@
 from __future__ import annotations
 
-import json
-
 import pytest
+import yaml
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _desired_state as ds
 
@@ -55,7 +54,7 @@ def test_workers_get_registries_only():
 
 def test_k3s_server_enables_audit_and_psa_through_apiserver_args():
     files = {f["kind"]: f for f in ds.render(state(audit_policy=POLICY, pod_security=PSA), "server", with_charts=False)}
-    dropin = json.loads(files["config"]["content"])
+    dropin = yaml.safe_load(files["config"]["content"])
     assert dropin == {
         "kube-apiserver-arg+": [
             "audit-policy-file=/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml",
@@ -68,7 +67,7 @@ def test_k3s_server_enables_audit_and_psa_through_apiserver_args():
 
 def test_rke2_server_uses_its_top_level_keys():
     files = {f["kind"]: f for f in ds.render(state(engine="rke2", audit_policy=POLICY), "server", with_charts=False)}
-    assert json.loads(files["config"]["content"]) == {
+    assert yaml.safe_load(files["config"]["content"]) == {
         "audit-policy-file": "/var/lib/rancher/rke2/server/cargoship-audit-policy.yaml"
     }
     assert files["registries"]["path"] == "/etc/rancher/rke2/registries.yaml"
@@ -79,8 +78,10 @@ def test_chart_values_render_as_helmchartconfig_without_restart():
     chart = next(f for f in files if f["kind"] == "chart_values")
     assert chart["path"] == "/var/lib/rancher/k3s/server/manifests/cargoship-traefik.yaml"
     assert chart["restart"] is False
-    document = json.loads(chart["content"])
-    assert document["kind"] == "HelmChartConfig" and json.loads(document["spec"]["valuesContent"]) == {"replicas": 2}
+    document = yaml.safe_load(chart["content"])
+    assert document["kind"] == "HelmChartConfig" and yaml.safe_load(document["spec"]["valuesContent"]) == {
+        "replicas": 2
+    }
     assert not any(
         f["kind"] == "chart_values" for f in ds.render(state(chart_values={"t": {"values": {}}}), "server", False)
     )
@@ -90,3 +91,45 @@ def test_rendering_is_stable():
     assert ds.render(state(audit_policy=POLICY), "server", True) == ds.render(
         state(audit_policy=POLICY), "server", True
     )
+
+
+def test_a_file_holding_the_desired_content_in_another_layout_is_the_same():
+    state = ds.validate(
+        {
+            "engine": "k3s",
+            "registries": {
+                "mirrors": {"docker.io": {"endpoint": ["https://mirror.example:5000"]}},
+                "configs": {"mirror.example:5000": {"tls": {"insecure_skip_verify": False}}},
+            },
+        }
+    )
+    desired = ds.render(state, "agent", False)[0]
+    by_hand = (
+        "# written by hand, keys in another order\n"
+        "configs:\n"
+        "  'mirror.example:5000':\n"
+        "    tls: {insecure_skip_verify: no}\n"
+        "mirrors:\n"
+        "  docker.io:\n"
+        "    endpoint: [https://mirror.example:5000]\n"
+    )
+    older_cargoship = '{"configs": {"mirror.example:5000": {"tls": {"insecure_skip_verify": false}}},'
+    older_cargoship += ' "mirrors": {"docker.io": {"endpoint": ["https://mirror.example:5000"]}}}'
+    assert ds.same_content("registries", by_hand, desired["content"])
+    assert ds.same_content("registries", older_cargoship, desired["content"])
+    assert not ds.same_content("registries", by_hand.replace("5000]", "5001]"), desired["content"])
+    assert not ds.same_content("registries", "mirrors: [", desired["content"])
+    assert not ds.same_content("registries", None, desired["content"])
+    assert desired["content"].startswith("# Managed by cargoship")
+
+
+def test_chart_values_compare_by_what_the_values_say():
+    state = ds.validate(
+        {"engine": "k3s", "chart_values": {"traefik": {"values": {"replicas": 2, "ports": {"web": 80}}}}}
+    )
+    desired = ds.render(state, "server", True)[0]
+    document = yaml.safe_load(desired["content"])
+    document["spec"]["valuesContent"] = "ports: {web: 80}\nreplicas: 2\n"
+    assert ds.same_content("chart_values", yaml.safe_dump(document), desired["content"])
+    document["spec"]["valuesContent"] = "ports: {web: 81}\nreplicas: 2\n"
+    assert not ds.same_content("chart_values", yaml.safe_dump(document), desired["content"])
