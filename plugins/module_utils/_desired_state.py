@@ -18,26 +18,34 @@ ENGINES = ("k3s", "rke2")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
-# What may appear under cargoship_registries (the engine's own registries.yaml schema).
+# What may appear under cargoship_registries: the engine's own registries.yaml schema (k3s and RKE2 read it
+# with rancher/wharfie's types), no more. A key the engine does not know it ignores without a word, so
+# here it is an error with a did-you-mean. A registry name may be "*" (every registry).
 REGISTRY_SCHEMA = {
     "mirrors": ("map", {"endpoint": ("list", "str"), "rewrite": ("map", "str")}),
     "configs": (
-        "map",
+        "map-or-empty",
         {
             "auth": (
                 "dict",
-                {
-                    "username": "str",
-                    "password": "secret",
-                    "auth": "secret",
-                    "identitytoken": "secret",
-                    "token": "secret",
-                },
+                {"username": "str", "password": "secret", "auth": "secret", "identity_token": "secret"},
             ),
             "tls": ("dict", {"ca_file": "str", "cert_file": "str", "key_file": "str", "insecure_skip_verify": "bool"}),
         },
     ),
 }
+HOST_PORT = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*)(:[0-9]{1,5})?$|^\[[0-9A-Fa-f:.]+\](:[0-9]{1,5})?$")
+
+
+def endpoint_ok(endpoint: str) -> bool:
+    """A mirror endpoint: an http(s) URL, or host[:port][/path] without a scheme (which the engine reads
+    as https)."""
+    if any(c.isspace() for c in endpoint):
+        return False
+    scheme, sep, rest = endpoint.partition("://")
+    if sep:
+        return scheme in ("http", "https") and bool(rest.split("/", 1)[0])
+    return bool(HOST_PORT.match(endpoint.split("/", 1)[0]))
 CHART_SCHEMA = {"namespace": "str", "values": "any"}
 # How each engine is told about the audit policy and the pod-security admission file: RKE2 has
 # top-level config keys; k3s ignores those silently, so there they go through kube-apiserver-arg.
@@ -96,12 +104,14 @@ def _check(value: object, spec: object, where: str) -> None:
             raise InputError(f"{where}: expected a list, got {type(value).__name__}")
         for index, item in enumerate(value):
             _check(item, inner, f"{where}[{index}]")
-    elif kind == "map":
+    elif kind in ("map", "map-or-empty"):
         if not isinstance(value, dict):
             raise InputError(f"{where}: expected a mapping, got {type(value).__name__}")
         for key, item in value.items():
             if not isinstance(key, str) or not key:
                 raise InputError(f"{where}: keys must be non-empty strings")
+            if item is None and kind == "map-or-empty":
+                continue  # an entry without settings, which the engine accepts
             _check(item, ("dict", inner) if isinstance(inner, dict) else inner, _path(where, key))
     elif kind == "dict":
         if not isinstance(value, dict):
@@ -144,11 +154,12 @@ def validate(state: dict) -> dict:
         _check(registries, ("dict", REGISTRY_SCHEMA), "cargoship_registries")
         for name, mirror in (registries.get("mirrors") or {}).items():
             for index, endpoint in enumerate(mirror.get("endpoint") or []):
-                if not re.match(r"^https?://[^\s/]+", endpoint):
+                if not endpoint_ok(endpoint):
                     # An endpoint may carry user:password@ (the engine takes it): never echo that part.
-                    shown = re.sub(r"//[^/@]*@", "//…@", endpoint)
+                    shown = re.sub(r"^([a-z]+://)?[^/@]*@", r"\1…@", endpoint)
                     raise InputError(
-                        f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an http(s) URL: {shown!r}'
+                        f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an endpoint '
+                        f"(http(s)://host[:port][/path], or host[:port] for https): {shown!r}"
                     )
     for key in ("audit_policy", "pod_security"):
         document = state.get(key)

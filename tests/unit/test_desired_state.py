@@ -26,7 +26,15 @@ def state(**overrides):
             "cargoship_registries.mirrors[\"docker.io\"].endpont: unknown key (did you mean 'endpoint'?)",
         ),
         ({"registries": {"mirrors": {"docker.io": {"endpoint": "https://x"}}}}, ".endpoint: expected a list"),
-        ({"registries": {"mirrors": {"docker.io": {"endpoint": ["ftp://x"]}}}}, "not an http(s) URL"),
+        ({"registries": {"mirrors": {"docker.io": {"endpoint": ["ftp://x"]}}}}, "not an endpoint"),
+        ({"registries": {"mirrors": {"docker.io": {"endpoint": ["user:pw@mirror"]}}}}, "for https): '…@mirror'"),
+        ({"registries": {"mirrors": {"docker.io": {"endpoint": ["mirror example"]}}}}, "not an endpoint"),
+        (
+            {"registries": {"configs": {"r": {"auth": {"identitytoken": "t"}}}}},
+            "auth.identitytoken: unknown key (did you mean 'identity_token'?)",
+        ),
+        ({"registries": {"configs": {"r": {"auth": {"token": "t"}}}}}, "auth.token: unknown key"),
+        ({"registries": {"mirror": {}}}, "cargoship_registries.mirror: unknown key (did you mean 'mirrors'?)"),
         ({"registries": {"configs": {"r": {"tls": {"insecure_skip_verify": "yes"}}}}}, "expected true or false"),
         ({"audit_policy": {"kind": "Policy"}}, "cargoship_audit_policy: must be a Policy"),
         ({"chart_values": {"../../etc": {"values": {}}}}, "DNS-1123"),
@@ -41,6 +49,24 @@ def test_bad_input_is_rejected_naming_the_key_path(overrides, message):
     with pytest.raises(ds.InputError) as error:
         state(**overrides)
     assert message in str(error.value)
+
+
+def test_the_engines_own_registry_schema_is_accepted():
+    registries = {
+        "mirrors": {
+            "*": {},
+            "docker.io": {"endpoint": ["mirror.example:5000", "https://other.example/v2", "[fd00::1]:5000"]},
+            "quay.io": {"endpoint": ["http://10.0.0.1:5000"], "rewrite": {"^library/(.*)": "mirrored/$1"}},
+        },
+        "configs": {
+            "mirror.example:5000": None,
+            "other.example": {"auth": {"identity_token": "t"}, "tls": {"ca_file": "/etc/ssl/ca.pem"}},
+        },
+    }
+    assert ds.validate({"engine": "k3s", "registries": registries})["registries"] == registries
+    rendered = ds.render(ds.validate({"engine": "k3s", "registries": registries}), "agent", False)[0]
+    assert yaml.safe_load(rendered["content"]) == registries
+    assert '  "*": {}\n' in rendered["content"] and "  mirror.example:5000: null\n" not in rendered["content"]
 
 
 def test_names_that_differ_only_in_namespace_do_not_collide():
