@@ -356,7 +356,8 @@ def execute(
     if held:
         errors.print(held)
         sys.exit(EXIT_LOCKED)
-    if outcome.rc != 0:
+    if outcome.rc != 0 or not outcome.report:
+        # No report means nothing was looked at: never "in sync" (a CI gate would read exit 0 so).
         sys.exit(EXIT_FAILED)
     if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
         sys.exit(EXIT_WORK_FOUND)

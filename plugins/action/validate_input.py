@@ -16,6 +16,7 @@ DESIRED = {
     "cargoship_registries": "registries",
     "cargoship_audit_policy": "audit_policy",
     "cargoship_pod_security": "pod_security",
+    "cargoship_audit_log": "audit_log",
     "cargoship_chart_values": "chart_values",
 }
 # Run options with the type each must have.

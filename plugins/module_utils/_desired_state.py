@@ -46,14 +46,21 @@ def endpoint_ok(endpoint: str) -> bool:
     if sep:
         return scheme in ("http", "https") and bool(rest.split("/", 1)[0])
     return bool(HOST_PORT.match(endpoint.split("/", 1)[0]))
+
+
 CHART_SCHEMA = {"namespace": "str", "values": "any"}
 # How each engine is told about the audit policy and the pod-security admission file: RKE2 has
 # top-level config keys; k3s ignores those silently, so there they go through kube-apiserver-arg.
 RKE2_KEYS = {"audit_policy": "audit-policy-file", "pod_security": "pod-security-admission-config-file"}
 K3S_APISERVER_ARGS = {
-    "audit_policy": ("audit-policy-file={audit_policy}", "audit-log-path={audit_log}"),
+    "audit_policy": ("audit-policy-file={audit_policy}", "audit-log-path={audit_log_path}"),
     "pod_security": ("admission-control-config-file={pod_security}",),
 }
+# Audit log retention (kube-apiserver's audit-log-max* flags). On k3s, which sets none, the values of the
+# k3s hardening guide unless cargoship_audit_log says otherwise; RKE2 sets these itself (the same values),
+# so there only what cargoship_audit_log sets is passed.
+AUDIT_LOG_KEYS = ("maxage", "maxbackup", "maxsize")
+K3S_AUDIT_LOG_DEFAULTS = {"maxage": 30, "maxbackup": 10, "maxsize": 100}
 
 
 class InputError(ValueError):
@@ -66,7 +73,7 @@ def engine_paths(engine: str) -> dict[str, str]:
         "config_dropin": f"{etc}/config.yaml.d/90-cargoship.yaml",
         "registries": f"{etc}/registries.yaml",
         "audit_policy": f"{lib}/server/cargoship-audit-policy.yaml",
-        "audit_log": f"{lib}/server/logs/audit.log",
+        "audit_log_path": f"{lib}/server/logs/audit.log",
         "pod_security": f"{lib}/server/cargoship-pod-security.yaml",
         "manifests": f"{lib}/server/manifests",
         "admin_kubeconfig": f"{etc}/{engine}.yaml",
@@ -141,6 +148,7 @@ def validate(state: dict) -> dict:
         "registries": "cargoship_registries",
         "audit_policy": "cargoship_audit_policy",
         "pod_security": "cargoship_pod_security",
+        "audit_log": "cargoship_audit_log",
         "chart_values": "cargoship_chart_values",
     }
     for key in state:
@@ -177,6 +185,22 @@ def validate(state: dict) -> dict:
             )
         if key == "audit_policy" and not isinstance(document.get("rules"), list):
             raise InputError(f"{where}.rules: expected a list of audit rules")
+    retention = state.get("audit_log")
+    if retention is not None:
+        if not isinstance(retention, dict):
+            raise InputError(
+                f"cargoship_audit_log: expected a mapping of {', '.join(AUDIT_LOG_KEYS)}, got {type(retention).__name__}"
+            )
+        for key, value in retention.items():
+            if key not in AUDIT_LOG_KEYS:
+                hint = _closest(str(key), dict.fromkeys(AUDIT_LOG_KEYS))
+                raise InputError(
+                    f"cargoship_audit_log.{key}: unknown key"
+                    + (f" (did you mean '{hint}'?)" if hint else "")
+                    + f"; allowed: {', '.join(AUDIT_LOG_KEYS)}"
+                )
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise InputError(f"cargoship_audit_log.{key}: expected a whole number (0 or more), got {value!r}")
     charts = state.get("chart_values")
     if charts is not None:
         if not isinstance(charts, dict):
@@ -278,6 +302,9 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
                 dropin[RKE2_KEYS[kind]] = paths[kind]
             else:
                 apiserver_args += [arg.format(**paths) for arg in K3S_APISERVER_ARGS[kind]]
+            if kind == "audit_policy":
+                retention = {**(K3S_AUDIT_LOG_DEFAULTS if engine == "k3s" else {}), **(state.get("audit_log") or {})}
+                apiserver_args += [f"audit-log-{key}={retention[key]}" for key in AUDIT_LOG_KEYS if key in retention]
         if apiserver_args:
             # "+" appends to what config.yaml already passes to kube-apiserver instead of replacing it.
             dropin["kube-apiserver-arg+"] = apiserver_args

@@ -23,12 +23,15 @@ description:
     status posted no earlier. Both times are the node's own clock (the kubelet writes them, the stop
     time comes from the same host), so the control host's clock plays no part.
   - V(uncordoned) makes it schedulable again.
-  - V(safe_to_stop), for a controller O(name) and the cluster's controllers O(names), checks that the
-    cluster can lose O(name) for a while. Every other controller is Ready with a fresh kubelet (its Lease
-    renewed within O(fresh_within) seconds, since a controller whose kubelet stopped still shows Ready for the
-    grace period) and the API server's etcd check (C(/readyz/etcd)) passes, where the cluster has one.
+  - V(safe_to_stop), for a controller O(name), checks that the cluster can lose O(name) for a while. The
+    other controllers are O(names), or else every node labelled C(node-role.kubernetes.io/control-plane).
+    Every other controller is Ready with a fresh kubelet (its Lease renewed within O(fresh_within) seconds,
+    since a controller whose kubelet stopped still shows Ready for the grace period) and the API server's
+    etcd check (C(/readyz/etcd)) passes, where the cluster has one.
     It fails, naming what is wrong, otherwise. It changes nothing.
     V(labeled) sets O(labels) where they are missing or different.
+  - V(known), for O(node_of) (each inventory host's node name), fails unless every node exists and no
+    two hosts name one node. It changes nothing.
   - A cordon made by V(drained) is marked with the annotation C(cargoship.io/cordoned-by) (the O(owner)).
     V(released), for O(names), uncordons the nodes so marked that are Ready, which an interrupted run
     left cordoned. Nodes cordoned by anyone else are left alone.
@@ -42,8 +45,11 @@ requirements:
   - kubernetes (Python client)
 options:
   name:
-    description: The node. One of O(name) and O(names) is required (both with O(state=safe_to_stop)).
+    description: The node. One of O(name), O(names) and O(node_of) is required.
     type: str
+  node_of:
+    description: With O(state=known), each inventory host mapped to its node name.
+    type: dict
   names:
     description:
       - Several nodes at once, with one API client. With O(state=ready), waits until all are Ready.
@@ -54,7 +60,7 @@ options:
     description: What to make true of the node.
     type: str
     required: true
-    choices: [drained, uncordoned, ready, labeled, released, safe_to_stop]
+    choices: [drained, uncordoned, ready, labeled, released, safe_to_stop, known]
   kubeconfig:
     description: Path of the kubeconfig on the control host.
     type: path
@@ -133,6 +139,10 @@ changes:
   returned: always
   type: list
   elements: str
+renamed:
+  description: With O(state=known), the hosts whose node name differs from their inventory name, and that name.
+  returned: with O(state=known)
+  type: dict
 ready:
   description: Whether the node (with O(names), every node) is Ready at the end.
   returned: with O(name), or O(names) and O(state=ready)
@@ -162,6 +172,7 @@ except ImportError:
 
 
 CORDONED_BY = "cargoship.io/cordoned-by"
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 UNCORDON = {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}}
 
 
@@ -406,12 +417,41 @@ def api_get(core, path: str) -> tuple[int, str]:
     return response.status, response.data.decode("utf-8", "replace")
 
 
+def check_known(core, module: AnsibleModule) -> None:
+    """Every host's node is one the cluster has, and no two hosts are the same node."""
+    node_of = module.params["node_of"]
+    by_node: dict[str, list[str]] = {}
+    for host, node in node_of.items():
+        by_node.setdefault(str(node), []).append(host)
+    problems = [
+        f"{' and '.join(sorted(hosts))} are all node {node}"
+        for node, hosts in sorted(by_node.items())
+        if len(hosts) > 1
+    ]
+    existing = {n.metadata.name for n in core.list_node().items}
+    for host, node in sorted(node_of.items()):
+        if node not in existing:
+            named = "" if node == host else " (its engine's node name)"
+            problems.append(f"{host}: the cluster has no node {node}{named}")
+    if problems:
+        module.fail_json(
+            msg="hosts and nodes do not match: " + "; ".join(problems) + ". Nothing was touched",
+            problems=problems,
+        )
+    module.exit_json(changed=False, changes=[], renamed={h: n for h, n in node_of.items() if h != n})
+
+
 def check_safe_to_stop(core, module: AnsibleModule) -> None:
     """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
     p = module.params
     coordination = client.CoordinationV1Api(core.api_client)
     problems = []
-    for other in p["names"]:
+    if p["names"] is not None:
+        controllers = p["names"]
+    else:
+        # The cluster's own view of its controllers, which includes any the inventory does not list.
+        controllers = [n.metadata.name for n in core.list_node(label_selector=CONTROL_PLANE).items]
+    for other in controllers:
         if other == p["name"]:
             continue
         age = lease_age(coordination, other)
@@ -459,8 +499,9 @@ def main() -> None:
             "state": {
                 "type": "str",
                 "required": True,
-                "choices": ["drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop"],
+                "choices": ["drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop", "known"],
             },
+            "node_of": {"type": "dict"},
             "owner": {"type": "str"},
             "kubeconfig": {"type": "path", "required": True},
             "timeout": {"type": "int", "default": 300},
@@ -472,16 +513,23 @@ def main() -> None:
             "restarted_after": {"type": "str"},
             "fresh_within": {"type": "int", "default": 25},
         },
-        required_one_of=[("name", "names")],
+        required_one_of=[("name", "names", "node_of")],
         supports_check_mode=True,
     )
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
     several = p["names"] is not None
+    if p["state"] == "known":
+        if not p["node_of"]:
+            module.fail_json(msg="known needs node_of (each host's node name)")
+        try:
+            check_known(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
+        except ApiException as exc:
+            module.fail_json(msg=f"cannot list the cluster's nodes: {api_message(exc)}")
     if p["state"] == "safe_to_stop":
-        if not (p["name"] and p["names"]):
-            module.fail_json(msg="safe_to_stop needs name (the controller) and names (all controllers)")
+        if not p["name"]:
+            module.fail_json(msg="safe_to_stop needs name (the controller)")
         try:
             check_safe_to_stop(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
         except ApiException as exc:

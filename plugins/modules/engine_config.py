@@ -56,6 +56,12 @@ options:
   pod_security:
     description: The AdmissionConfiguration document for pod-security admission. Omit to leave it alone.
     type: dict
+  audit_log:
+    description:
+      - Audit log retention, C(maxage) (days), C(maxbackup) (files) and C(maxsize) (MB), passed to
+        kube-apiserver with the audit policy. On k3s, which sets none, unset keys take the k3s hardening
+        guide's 30, 10 and 100; on RKE2, which sets them itself, only the keys given are passed.
+    type: dict
   chart_values:
     description: Chart name to C(namespace) and C(values), written as HelmChartConfig manifests.
     type: dict
@@ -420,6 +426,7 @@ def with_credentials(params: dict) -> dict:
         "registries": _credentials.reveal(params["registries"], "registries", values),
         "audit_policy": params["audit_policy"],
         "pod_security": params["pod_security"],
+        "audit_log": params.get("audit_log"),
         "chart_values": charts,
     }
 
@@ -491,6 +498,7 @@ def main() -> None:
             "registries": {"type": "dict", "no_log": False},
             "audit_policy": {"type": "dict"},
             "pod_security": {"type": "dict"},
+            "audit_log": {"type": "dict"},
             "chart_values": {"type": "dict"},
             "with_charts": {"type": "bool", "default": False},
             "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},

@@ -13,6 +13,10 @@ description:
   - Tolerates a host where nothing is installed (an install, not an upgrade). Nothing is changed.
   - Compares the installed version with O(desired_version) to tell an install, an upgrade,
     no change, or a downgrade apart.
+  - With O(node_role), reads the settings cargoship depends on as the engine itself reads them (the
+    unit's command line, then the config file and its C(.d) drop-ins, then the unit's environment, then
+    the default), among them the node name (C(node-name), else the hostname lower-cased). A node name
+    the engine makes up at start (C(with-node-id)) or that is not a valid node name fails the task.
 author:
   - cargoship developers (@cargoship)
 extends_documentation_fragment:
@@ -35,6 +39,11 @@ options:
     description: Fail when the installed version is newer than O(desired_version).
     type: bool
     default: false
+  node_role:
+    description:
+      - V(server) or V(agent), to read the settings of that engine service (RV(settings)). Omit to skip them.
+    type: str
+    choices: [server, agent]
 """
 
 EXAMPLES = r"""
@@ -57,6 +66,14 @@ plan:
   description: V(install), V(upgrade), V(same), V(downgrade), or V(unknown) without O(desired_version).
   returned: always
   type: str
+settings:
+  description:
+    - With O(node_role), the engine's settings on this host, each as the engine resolves it, and for each
+      where it came from (C(<name>_from)). C(node_name), C(with_node_id), C(config_file) (the config file the
+      engine reads, and C(config_files) with its drop-ins in reading order), C(data_dir), C(private_registry),
+      C(profile), and C(config_problems) (config files that could not be read).
+  returned: with O(node_role)
+  type: dict
 services:
   description:
     - Each engine service of the host mapped to its state (absent units omitted). V(active) for a running
@@ -70,9 +87,12 @@ import re
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
 
 SERVICES = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
+# A node name is a DNS-1123 subdomain (the API refuses anything else).
+NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 VERSION = re.compile(r"^(?:k3s|rke2) version (v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
 
 
@@ -89,6 +109,7 @@ def main() -> None:
             "desired_version": {"type": "str"},
             "require_installed": {"type": "bool", "default": False},
             "forbid_downgrade": {"type": "bool", "default": False},
+            "node_role": {"type": "str", "choices": ["server", "agent"]},
         },
         supports_check_mode=True,
     )
@@ -121,6 +142,23 @@ def main() -> None:
     else:
         plan = "upgrade" if version_key(desired) > version_key(version) else "downgrade"
     result = {"changed": False, "installed": binary is not None, "version": version, "plan": plan, "services": services}
+    role = module.params["node_role"]
+    if role:
+        service = SERVICES[engine][0 if role == "server" else 1]
+        argv, env = _engine_settings.unit_invocation(module, service)
+        settings = _engine_settings.resolve(engine, argv, env, _engine_settings.hostname())
+        result["settings"] = settings
+        if settings["with_node_id"] is True:
+            module.fail_json(
+                msg=f"{service} runs with with-node-id ({settings['with_node_id_from']}): the engine adds a generated "
+                "suffix to the node name, which cargoship cannot tell from the host; set node-name instead",
+                **result,
+            )
+        if not isinstance(settings["node_name"], str) or not NODE_NAME.match(settings["node_name"]):
+            module.fail_json(
+                msg=f"node name {settings['node_name']!r} ({settings['node_name_from']}) is not a valid node name",
+                **result,
+            )
     if module.params["require_installed"] and binary is None:
         module.fail_json(msg=f"no {engine} installed; engine-config-sync only configures an installed engine", **result)
     if module.params["forbid_downgrade"] and plan == "downgrade":

@@ -38,6 +38,7 @@ class RunReport:
         self.stages: dict[str, dict[str, dict]] = {}
         # phase -> host -> {"disabled", "changes", "failed", "messages"}
         self.hosts: dict[str, dict[str, dict]] = {p["name"]: {} for p in self.phases}
+        self.nodes: dict[str, str] = {}  # inventory name -> node name, where they differ
 
     def _entry(self, phase: str, host: str) -> dict:
         table = self.hosts[phase] if phase in self.hosts else self.stages.setdefault(phase, {})
@@ -46,6 +47,9 @@ class RunReport:
     def result(self, host: str, phase: str | None, task_name: str, result: dict, status: str) -> None:
         """Feed one task result of ``phase`` (``status``: ok, changed, failed, unreachable, skipped)."""
         self.seen_hosts.add(host)
+        if isinstance(result.get("renamed"), dict):
+            # Hosts whose node name is not their inventory name (the cluster_node known check says so).
+            self.nodes.update(result["renamed"])
         marker = result.get("cargoship_phase")
         if marker and marker.get("phase", "") not in self.hosts:
             # The hooks role announces its hook point; what follows in that role belongs to it.
@@ -114,6 +118,7 @@ class RunReport:
                         "status": self.host_status(phase, entry),
                         "changes": entry["changes"],
                         **({"messages": entry["messages"]} if entry["messages"] else {}),
+                        **({"node": self.nodes[host]} if host in self.nodes else {}),
                     }
                     for host, entry in sorted(self.hosts[phase["name"]].items())
                 }
@@ -129,6 +134,8 @@ class RunReport:
         report = {"operation": self.operation, "dry_run": self.dry_run, "work_found": work_found, "phases": phases}
         if self.selected:
             report["selected_phase"] = self.selected
+        if self.nodes:
+            report["nodes"] = dict(sorted(self.nodes.items()))
         if self.stages:
             report["stages"] = [
                 {
@@ -155,11 +162,12 @@ def phase_lines(phase: dict) -> list[str]:
     phase unassessed or skipped everywhere, its reason once."""
     lines = []
     for host, detail in phase["hosts"].items():
+        label = f"{host} (node {detail['node']})" if detail.get("node") else host
         if detail["changes"]:
             names = [c if isinstance(c, str) else f"{c['action']} {c['file']}" for c in detail["changes"]]
-            lines.append(f"{host}: {'; '.join(names)}")
+            lines.append(f"{label}: {'; '.join(names)}")
         elif detail.get("messages") and detail["status"] == "failed":
-            lines.append(f"{host}: {detail['messages'][-1]}")
+            lines.append(f"{label}: {detail['messages'][-1]}")
     if not lines and phase["status"] in ("unassessed", "skipped") and phase["hosts"]:
         lines.append(next(iter(phase["hosts"].values())).get("messages", [""])[0])
     return lines

@@ -13,6 +13,7 @@ NEEDS_ROOT = {
     "cargoship.engine.host_lock": "the lock lives in /var/lib/cargoship",
     "cargoship.engine.host_info": "reads the firewall's rules",
     "cargoship.engine.engine_service": "stops and starts the engine",
+    "cargoship.engine.engine_info": "reads the engine's root-only config files (node name, paths)",
     "ansible.builtin.slurp": "reads the engine's root-only admin kubeconfig",
 }
 KEYWORDS = {"name", "become", "when", "register", "vars", "tags", "block", "rescue", "always", "loop", "loop_control"}

@@ -85,10 +85,31 @@ def test_k3s_server_enables_audit_and_psa_through_apiserver_args():
         "kube-apiserver-arg+": [
             "audit-policy-file=/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml",
             "audit-log-path=/var/lib/rancher/k3s/server/logs/audit.log",
+            # Bounded as the k3s hardening guide bounds them: without these, rotated logs pile up.
+            "audit-log-maxage=30",
+            "audit-log-maxbackup=10",
+            "audit-log-maxsize=100",
             "admission-control-config-file=/var/lib/rancher/k3s/server/cargoship-pod-security.yaml",
         ]
     }
     assert all(f["restart"] for f in files.values())
+
+
+def test_audit_log_retention_can_be_set_and_rke2_keeps_its_own_unless_told():
+    k3s = ds.render(state(audit_policy=POLICY, audit_log={"maxage": 7}), "server", with_charts=False)
+    args = yaml.safe_load(next(f for f in k3s if f["kind"] == "config")["content"])["kube-apiserver-arg+"]
+    assert [a for a in args if a.startswith("audit-log-max")] == [
+        "audit-log-maxage=7",
+        "audit-log-maxbackup=10",
+        "audit-log-maxsize=100",
+    ]
+    rke2 = ds.render(state(engine="rke2", audit_policy=POLICY, audit_log={"maxsize": 50}), "server", with_charts=False)
+    dropin = yaml.safe_load(next(f for f in rke2 if f["kind"] == "config")["content"])
+    assert dropin["kube-apiserver-arg+"] == ["audit-log-maxsize=50"]
+    with pytest.raises(ds.InputError, match="cargoship_audit_log.max_age: unknown key"):
+        state(audit_log={"max_age": 7})
+    with pytest.raises(ds.InputError, match="expected a whole number"):
+        state(audit_log={"maxage": "7d"})
 
 
 def test_rke2_server_uses_its_top_level_keys():

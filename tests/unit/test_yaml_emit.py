@@ -97,7 +97,7 @@ def random_document(rng: random.Random, depth: int = 0) -> object:
     choice = rng.randrange(8 if depth < 3 else 4)
     alphabet = string.printable + "äß🚢\u2028"
     if choice == 0:
-        return "".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+        return "".join(rng.choice(alphabet) for _index in range(rng.randrange(12)))
     if choice == 1:
         return rng.choice([True, False, None, 0, -7, 3.5, 1e20, rng.choice(TRICKY_STRINGS)])
     if choice == 2:
@@ -106,15 +106,15 @@ def random_document(rng: random.Random, depth: int = 0) -> object:
         return rng.choice(TRICKY_STRINGS)
     if choice in (4, 5):
         return {
-            "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 8))): random_document(rng, depth + 1)
-            for _ in range(rng.randrange(4))
+            "".join(rng.choice(alphabet) for _index in range(rng.randrange(1, 8))): random_document(rng, depth + 1)
+            for _index in range(rng.randrange(4))
         }
-    return [random_document(rng, depth + 1) for _ in range(rng.randrange(4))]
+    return [random_document(rng, depth + 1) for _index in range(rng.randrange(4))]
 
 
 def test_random_documents_round_trip():
     rng = random.Random(20261201)
-    for _ in range(3000):
+    for _index in range(3000):
         document = {"root": random_document(rng)}
         text = dump(document)
         assert yaml.safe_load(text) == document, text

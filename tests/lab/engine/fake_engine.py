@@ -252,7 +252,11 @@ def load_config(flavor: str, role: str) -> tuple[dict, dict[str, str]]:
     """Read config.yaml and config.yaml.d/*.yaml like the engine: later files override earlier keys."""
     base = f"/etc/rancher/{flavor}/config.yaml"
     # Go's filepath.Glob, which the engine uses, matches hidden files too: so does this.
-    paths = ([base] if os.path.exists(base) else []) + sorted(glob.glob(f"{base}.d/*.yaml", include_hidden=True))
+    # .yaml or .yml in any case (real-engines.md, "config.yaml.d/").
+    dropins = glob.glob(f"{base}.d/*", include_hidden=True)
+    paths = ([base] if os.path.exists(base) else []) + sorted(
+        p for p in dropins if p.lower().endswith((".yaml", ".yml")) and os.path.isfile(p)
+    )
     allowed = COMMON_KEYS | FLAVOR_KEYS[flavor][role] | (SERVER_KEYS if role == "server" else set())
     merged: dict = {}
     hashes: dict[str, str] = {}
@@ -401,6 +405,9 @@ class Engine:
     # -- start-up ---------------------------------------------------------------------------------
     def load(self) -> dict:
         config, files = load_config(self.flavor, self.role)
+        # The node name: node-name from the config, else the hostname lower-cased; never anything the
+        # inventory calls the host (real-engines.md, "node name").
+        self.node["name"] = str(config.get("node-name") or socket.gethostname().lower())
         registries, reg_files = load_registries(self.flavor, config)
         files.update(reg_files)
         server_files = {}

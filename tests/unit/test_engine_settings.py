@@ -1,0 +1,81 @@
+"""Where the engine takes the settings cargoship depends on: flags, then config files, then environment."""
+
+from __future__ import annotations
+
+from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings as es
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def test_defaults_are_the_hostname_lower_cased_and_the_engines_own_paths(tmp_path):
+    config = tmp_path / "config.yaml"
+    resolved = es.resolve("k3s", ["/usr/local/bin/k3s", "agent", "--config", str(config)], {}, "Worker-1")
+    assert resolved["node_name"] == "worker-1"
+    assert resolved["node_name_from"] == "the hostname, lower-cased"
+    assert resolved["data_dir"] == "/var/lib/rancher/k3s"
+    assert resolved["private_registry"] == "/etc/rancher/k3s/registries.yaml"
+    assert resolved["with_node_id"] is False
+
+
+def test_drop_ins_follow_the_config_file_in_order_the_last_value_winning(tmp_path):
+    config = tmp_path / "config.yaml"
+    write(config, "node-name: from-config\ndata-dir: /srv/k3s\n")
+    write(tmp_path / "config.yaml.d" / "10-a.yaml", "node-name: from-10\n")
+    write(tmp_path / "config.yaml.d" / ".hidden.YML", "private-registry: /srv/registries.yaml\n")
+    write(tmp_path / "config.yaml.d" / "20-b.yml", "node-name: From-20\n")
+    write(tmp_path / "config.yaml.d" / "30-c.txt", "node-name: ignored\n")
+    resolved = es.resolve("k3s", ["k3s", "server", f"--config={config}"], {"K3S_NODE_NAME": "env"}, "host")
+    assert resolved["config_files"] == [
+        str(config),
+        str(tmp_path / "config.yaml.d" / ".hidden.YML"),
+        str(tmp_path / "config.yaml.d" / "10-a.yaml"),
+        str(tmp_path / "config.yaml.d" / "20-b.yml"),
+    ]
+    assert resolved["node_name"] == "From-20"  # as written: only the hostname is lower-cased
+    assert resolved["node_name_from"] == str(tmp_path / "config.yaml.d" / "20-b.yml")
+    assert resolved["data_dir"] == "/srv/k3s"
+    assert resolved["private_registry"] == "/srv/registries.yaml"
+
+
+def test_flags_beat_the_config_and_the_config_beats_the_environment(tmp_path):
+    config = tmp_path / "rke2.yaml"
+    write(config, "node-name: from-config\n")
+    env = {"RKE2_CONFIG_FILE": str(config), "RKE2_NODE_NAME": "from-env"}
+    assert es.resolve("rke2", ["rke2", "server"], env, "h")["node_name"] == "from-config"
+    flagged = es.resolve("rke2", ["rke2", "server", "--node-name", "from-flag"], env, "h")
+    assert (flagged["node_name"], flagged["node_name_from"]) == ("from-flag", "the unit's command line")
+    write(config, "token: x\n")
+    from_env = es.resolve("rke2", ["rke2", "server"], env, "h")
+    assert (from_env["node_name"], from_env["node_name_from"]) == (
+        "from-env",
+        "RKE2_NODE_NAME in the unit's environment",
+    )
+
+
+def test_with_node_id_and_list_appends(tmp_path):
+    config = tmp_path / "config.yaml"
+    write(config, "with-node-id: true\nnode-label: [a=1]\n")
+    write(tmp_path / "config.yaml.d" / "x.yaml", "node-label+: [b=2]\n")
+    assert es.resolve("k3s", ["k3s", "agent", "-c", str(config)], {}, "h")["with_node_id"] is True
+    merged, _origin, problems = es.read_config(es.config_files(str(config)))
+    assert merged["node-label"] == ["a=1", "b=2"] and problems == []
+
+
+def test_unreadable_config_is_reported_not_guessed(tmp_path):
+    config = tmp_path / "config.yaml"
+    write(config, "node-name: [unclosed\n")
+    resolved = es.resolve("k3s", ["k3s", "agent", "-c", str(config)], {}, "h")
+    assert resolved["config_problems"] and str(config) in resolved["config_problems"][0]
+
+
+def test_without_pyyaml_the_top_level_scalars_are_read():
+    text = "# comment\nnode-name: 'n1' # trailing\nwith-node-id: false\nnode-label:\n  - a=1\ndata-dir: /srv\n"
+    assert es.top_level_scalars(text) == {"node-name": "n1", "with-node-id": False, "data-dir": "/srv"}
+
+
+def test_unit_command_lines_are_read_with_short_and_long_flags():
+    flags = es.flags_of(["server", "-c", "/etc/x.yaml", "--node-name=n1", "-d", "/srv", "--with-node-id"])
+    assert flags == {"config": "/etc/x.yaml", "node-name": "n1", "data-dir": "/srv", "with-node-id": True}
