@@ -8,6 +8,7 @@ Shared by the input validation that runs on the controller before any host is co
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 
@@ -16,7 +17,6 @@ from ansible_collections.cargoship.engine.plugins.module_utils._yaml_emit import
 
 ENGINES = ("k3s", "rke2")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 # What may appear under cargoship_registries: the engine's own registries.yaml schema (k3s and RKE2 read it
 # with rancher/wharfie's types), no more. A key the engine does not know it ignores without a word, so
@@ -210,9 +210,12 @@ def validate(state: dict) -> dict:
         seen: dict[str, str] = {}
         for name, settings in charts.items():
             where = _path("cargoship_chart_values", name)
-            if not isinstance(name, str) or not DNS_SUBDOMAIN.match(name) or len(name) > 253:
+            if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 63:
+                # No dots: the engine names the AddOn of a manifest after its file name up to the first dot,
+                # so two charts "a.x" and "a.y" would be one AddOn. Also keeps the file in its directory.
                 raise InputError(
-                    f"{where}: chart name must be a DNS-1123 name (lower case, digits, '-', '.'), which also keeps it inside the manifests directory"
+                    f"{where}: chart name must be a DNS label (lower case, digits and '-', no dots; the engine "
+                    "names a manifest's AddOn after its file name up to the first dot)"
                 )
             _check(settings, ("dict", CHART_SCHEMA), where)
             if "values" not in settings:
@@ -229,8 +232,16 @@ def validate(state: dict) -> dict:
     return {k: state.get(k) for k in allowed}
 
 
+CHART_FILE_PREFIX = "cargoship-"
+
+
+def chart_addon_name(name: str, namespace: str) -> str:
+    """The AddOn the engine keeps for the chart's manifest file: the file name up to its first dot."""
+    return CHART_FILE_PREFIX + (name if namespace == "kube-system" else f"{namespace}-{name}")
+
+
 def chart_file_name(name: str, namespace: str) -> str:
-    return f"cargoship-{namespace}-{name}.yaml" if namespace != "kube-system" else f"cargoship-{name}.yaml"
+    return f"{chart_addon_name(name, namespace)}.yaml"
 
 
 HEADER = "Managed by cargoship (cargoship.engine): its next run replaces a change made here."
@@ -271,6 +282,31 @@ def same_content(kind: str, current: str | None, desired: str) -> bool:
         return content_of(kind, current) == content_of(kind, desired)
     except ValueError:
         return False  # unreadable as data (or no PyYAML on the host to read it): rewritten
+
+
+def managed_files(engine: str, node_role: str, with_charts: bool) -> list[dict]:
+    """Every file cargoship may have written on a node of this role ({path, kind, restart, marked}):
+    the candidates for removal when the desired state no longer has them. ``marked``: the path is the
+    engine's own (registries.yaml), so only a file with cargoship's header is cargoship's."""
+    paths = engine_paths(engine)
+    files = [{"path": paths["registries"], "kind": "registries", "restart": True, "marked": True}]
+    if node_role == "server":
+        files += [
+            {"path": paths["audit_policy"], "kind": "audit_policy", "restart": True},
+            {"path": paths["pod_security"], "kind": "pod_security", "restart": True},
+            {"path": paths["config_dropin"], "kind": "config", "restart": True},
+        ]
+        if with_charts:
+            try:
+                names = sorted(os.listdir(paths["manifests"]))
+            except OSError:
+                names = []
+            files += [
+                {"path": posixpath.join(paths["manifests"], name), "kind": "chart_values", "restart": False}
+                for name in names
+                if name.startswith(CHART_FILE_PREFIX) and name.endswith(".yaml")
+            ]
+    return files
 
 
 def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:

@@ -10,7 +10,10 @@ short_description: Compare, write or restore the engine configuration files of o
 version_added: 0.1.0
 description:
   - Renders the files a node should have from the desired state (registries, audit policy,
-    pod-security admission configuration, chart values) and compares them with the host.
+    pod-security admission configuration, chart values) and compares them with the host by content
+    (the data they hold, whatever their layout). Files are written as YAML under a header naming cargoship.
+  - A file cargoship wrote that the desired state no longer has is removed (kept in the backup). Files it
+    never wrote are left alone.
   - With O(state=present), writes every drifted file atomically (temporary file in the same
     directory, then rename), mode 0600, owner root, after copying the previous version to a backup
     directory outside the engine's manifests directory.
@@ -48,13 +51,18 @@ options:
     type: str
     choices: [server, agent]
   registries:
-    description: Content of C(registries.yaml) (mirrors and configs). Omit to leave the file alone.
+    description:
+      - Content of C(registries.yaml) (mirrors and configs).
+      - Omit to have none from cargoship. A C(registries.yaml) that cargoship wrote (its header says so) is
+        removed; one it did not write is left alone.
     type: dict
   audit_policy:
-    description: The audit Policy document. Omit to leave audit settings alone.
+    description: The audit Policy document. Omit to have none from cargoship (the file it wrote is removed).
     type: dict
   pod_security:
-    description: The AdmissionConfiguration document for pod-security admission. Omit to leave it alone.
+    description:
+      - The AdmissionConfiguration document for pod-security admission.
+      - Omit to have none from cargoship (the file it wrote is removed).
     type: dict
   audit_log:
     description:
@@ -66,7 +74,9 @@ options:
     description: Chart name to C(namespace) and C(values), written as HelmChartConfig manifests.
     type: dict
   with_charts:
-    description: Manage the chart value manifests on this node (one server per cluster).
+    description:
+      - Manage the chart value manifests on this node (every server, since each applies its own
+        manifests directory). A C(cargoship-*.yaml) manifest of a chart no longer in O(chart_values) is removed.
     type: bool
     default: false
   state:
@@ -156,7 +166,7 @@ changes:
       description: registries, audit_policy, pod_security, config or chart_values.
       type: str
     action:
-      description: V(create), V(update) or, when restoring, V(restore) or V(remove).
+      description: V(create), V(update), V(remove) (a file cargoship wrote and no longer wants) or, when restoring, V(restore).
       type: str
     diff:
       description: Unified diff of the file's content, credentials masked.
@@ -188,8 +198,10 @@ from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
+    HEADER,
     InputError,
     engine_paths,
+    managed_files,
     render,
     render_data,
     same_content,
@@ -373,6 +385,8 @@ def stage(module: AnsibleModule, directory: str, drifted: list[dict], changes: l
         for number, item in enumerate(drifted):
             path = item["path"]
             read_current(module, path)  # refuses a symbolic link planted since the comparison
+            if item["content"] is None:
+                continue  # a removal: nothing to prepare
             name = os.path.basename(staged_path_of(path, backup_id))
             done.append(path)
             changes[number]["staged"] = write_whole(module, os.path.dirname(path), item["content"], name)
@@ -394,6 +408,14 @@ def write(module: AnsibleModule, directory: str, drifted: list[dict]) -> None:
             msg=f"could not back up the current files in {directory}: {to_native(exc)}; nothing was written"
         )
     for item in drifted:
+        if item["content"] is None:
+            try:
+                os.unlink(item["path"])
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                module.fail_json(msg=f"could not remove {item['path']}: {to_native(exc)}", path=item["path"])
+            continue
         staged = take_staged(item["path"], item["content"], module.params["backup_id"])
         if staged is None:
             write_atomically(module, item["path"], item["content"])
@@ -405,6 +427,24 @@ def write(module: AnsibleModule, directory: str, drifted: list[dict]) -> None:
                 msg=f"could not put {item['path']} in place: {to_native(exc)}; the previous file is unchanged",
                 path=item["path"],
             )
+
+
+def no_longer_wanted(module: AnsibleModule, files: list[dict]) -> list[dict]:
+    """Files cargoship wrote that the desired state no longer has, to be removed (content None): its own
+    files by their names, registries.yaml only when it carries cargoship's header. Anything else a
+    host has is left alone."""
+    params = module.params
+    wanted = {item["path"] for item in files}
+    found = []
+    for item in managed_files(params["engine"], params["node_role"], params["with_charts"]):
+        if item["path"] in wanted or not os.path.isfile(item["path"]):
+            continue
+        if item.get("marked"):
+            current = read_current(module, item["path"]) or ""
+            if not current.startswith(f"# {HEADER}"):
+                continue
+        found.append({**item, "content": None})
+    return found
 
 
 WITHHELD = "(the current content is not shown: it cannot be read as YAML or JSON, and it may hold credentials)\n"
@@ -435,7 +475,7 @@ def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
     """The current and the new content of a file as a diff shows them: both read as data, every credential
     masked by its place in the file, a changed one marked so, and both written out the same way, so that
     the diff shows changes of content. Current content that cannot be read is withheld."""
-    after = _credentials.parse(item["content"])
+    after = _credentials.parse(item["content"]) if item["content"] is not None else None
     if current is None:
         before = None
     else:
@@ -459,7 +499,7 @@ def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
         before_text = render_data(masked_before)
     else:
         before_text = WITHHELD  # data of an unexpected shape: masking cannot tell where its credentials are
-    return before_text, render_data(masked_after)
+    return before_text, render_data(masked_after) if item["content"] is not None else ""
 
 
 def chart_values_of(manifest: dict | None) -> object:
@@ -535,20 +575,27 @@ def main() -> None:
         files = render(state, params["node_role"], params["with_charts"])
     except (InputError, ValueError) as exc:
         module.fail_json(msg=str(exc))
+    files += no_longer_wanted(module, files)
     if params["only_kinds"]:
         files = [item for item in files if item["kind"] in params["only_kinds"]]
     changes, diffs, drifted = [], [], []
     for item in files:
         current = read_current(module, item["path"])
-        if same_content(item["kind"], current, item["content"]):
+        if item["content"] is None:
+            if current is None:
+                continue
+            action = "remove"
+        elif same_content(item["kind"], current, item["content"]):
             continue
+        else:
+            action = "update" if current is not None else "create"
         drifted.append(item)
         masked_before, masked_after = masked_texts(item, current)
         changes.append(
             {
                 "path": item["path"],
                 "kind": item["kind"],
-                "action": "update" if current is not None else "create",
+                "action": action,
                 "restart": item["restart"],
                 "diff": "".join(
                     difflib.unified_diff(

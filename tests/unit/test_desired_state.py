@@ -37,7 +37,8 @@ def state(**overrides):
         ({"registries": {"mirror": {}}}, "cargoship_registries.mirror: unknown key (did you mean 'mirrors'?)"),
         ({"registries": {"configs": {"r": {"tls": {"insecure_skip_verify": "yes"}}}}}, "expected true or false"),
         ({"audit_policy": {"kind": "Policy"}}, "cargoship_audit_policy: must be a Policy"),
-        ({"chart_values": {"../../etc": {"values": {}}}}, "DNS-1123"),
+        ({"chart_values": {"../../etc": {"values": {}}}}, "chart name must be a DNS label"),
+        ({"chart_values": {"traefik.v2": {"values": {}}}}, "no dots"),
         ({"chart_values": {"traefik": {}}}, "cargoship_chart_values.traefik.values: required"),
         (
             {"chart_values": {"a-b": {"namespace": "c", "values": {}}, "b": {"namespace": "c-a", "values": {}}}},
@@ -106,7 +107,7 @@ def test_audit_log_retention_can_be_set_and_rke2_keeps_its_own_unless_told():
     rke2 = ds.render(state(engine="rke2", audit_policy=POLICY, audit_log={"maxsize": 50}), "server", with_charts=False)
     dropin = yaml.safe_load(next(f for f in rke2 if f["kind"] == "config")["content"])
     assert dropin["kube-apiserver-arg+"] == ["audit-log-maxsize=50"]
-    with pytest.raises(ds.InputError, match="cargoship_audit_log.max_age: unknown key"):
+    with pytest.raises(ds.InputError, match=r"cargoship_audit_log\.max_age: unknown key"):
         state(audit_log={"max_age": 7})
     with pytest.raises(ds.InputError, match="expected a whole number"):
         state(audit_log={"maxage": "7d"})

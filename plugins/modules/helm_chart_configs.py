@@ -1,0 +1,125 @@
+#!/usr/bin/python
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: helm_chart_configs
+short_description: Delete the HelmChartConfig objects cargoship made for charts it no longer manages
+version_added: 0.2.0
+description:
+  - Talks to the Kubernetes API with the Python kubernetes client; run it on the control host
+    (C(delegate_to) V(localhost)).
+  - The engine applies a manifest dropped into a server's manifests directory, but removing the file
+    deletes nothing. With O(state=pruned), every HelmChartConfig labelled
+    C(app.kubernetes.io/managed-by=cargoship) that O(keep) does not name is deleted, with the AddOn the
+    engine keeps for its manifest file (without that, the engine would not apply the same file again
+    should it come back).
+  - Run it only once no controller has the manifest any more, or a controller's engine applies it again.
+  - In check mode nothing is deleted; the module reports what it would delete.
+author:
+  - cargoship developers (@cargoship)
+extends_documentation_fragment:
+  - cargoship.engine._attributes
+  - cargoship.engine._attributes.no_diff
+requirements:
+  - kubernetes (Python client)
+options:
+  state:
+    description: V(pruned) deletes what O(keep) does not name.
+    type: str
+    default: pruned
+    choices: [pruned]
+  keep:
+    description: The charts cargoship manages, each as C(namespace/name).
+    type: list
+    elements: str
+    default: []
+  kubeconfig:
+    description: Path of the kubeconfig on the control host.
+    type: path
+    required: true
+"""
+
+EXAMPLES = r"""
+- name: Delete the chart values of charts removed from the inventory
+  cargoship.engine.helm_chart_configs:
+    keep:
+      - kube-system/traefik
+    kubeconfig: ~/.kube/config
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+changes:
+  description: What was (or in check mode would be) deleted, e.g. C(delete HelmChartConfig kube-system/traefik).
+  returned: always
+  type: list
+  elements: str
+"""
+
+import traceback
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import MANAGED_BY, chart_addon_name
+
+try:
+    from kubernetes import client, config
+    from kubernetes.client.rest import ApiException
+
+    HAS_KUBERNETES = True
+    IMPORT_ERROR = None
+except ImportError:
+    HAS_KUBERNETES = False
+    IMPORT_ERROR = traceback.format_exc()
+
+SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "state": {"type": "str", "default": "pruned", "choices": ["pruned"]},
+            "keep": {"type": "list", "elements": "str", "default": []},
+            "kubeconfig": {"type": "path", "required": True},
+        },
+        supports_check_mode=True,
+    )
+    if not HAS_KUBERNETES:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
+    keep = {tuple(entry.split("/", 1)) for entry in module.params["keep"]}
+    changes = []
+    try:
+        custom = client.CustomObjectsApi(config.new_client_from_config(module.params["kubeconfig"]))
+        found = custom.list_cluster_custom_object(
+            "helm.cattle.io", "v1", "helmchartconfigs", label_selector=SELECTOR
+        ).get("items", [])
+        for item in found:
+            namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
+            if (namespace, name) in keep:
+                continue
+            changes.append(f"delete HelmChartConfig {namespace}/{name}")
+            if module.check_mode:
+                continue
+            custom.delete_namespaced_custom_object("helm.cattle.io", "v1", namespace, "helmchartconfigs", name)
+            try:
+                custom.delete_namespaced_custom_object(
+                    "k3s.cattle.io", "v1", "kube-system", "addons", chart_addon_name(name, namespace)
+                )
+            except ApiException as exc:
+                if exc.status != 404:
+                    raise
+    except ApiException as exc:
+        module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
+    except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
+        module.fail_json(
+            msg=f"cannot reach the Kubernetes API with {module.params['kubeconfig']}: {exc}",
+            exception=traceback.format_exc(),
+        )
+    module.exit_json(changed=bool(changes), changes=changes)
+
+
+if __name__ == "__main__":
+    main()
