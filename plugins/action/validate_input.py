@@ -30,6 +30,7 @@ OPTIONS = {
     "cargoship_label_nodes": "bool",
     "cargoship_drain_timeout": "int",
     "cargoship_drain_force": "bool",
+    "cargoship_pod_security_over_cis": "bool",
     "cargoship_ready_timeout": "int",
     "cargoship_service_timeout": "int",
     "cargoship_engine_settle": "int",
