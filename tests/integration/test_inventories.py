@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship
+from helpers import cargoship, desired_inventory, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -121,3 +121,58 @@ def test_hosts_that_are_no_node_or_the_same_node_stop_the_run_before_anything(la
         assert lab.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, "lock left"
     finally:
         lab.sh("w2", f"rm -f {dropin}")
+
+
+def test_removing_a_setting_removes_exactly_what_cargoship_wrote_for_it(lab, tmp_path):
+    full = desired_inventory(lab, tmp_path / "full")
+    converged = cargoship("engine-config-sync", "-i", str(full), "--confirm")
+    assert converged.returncode == 0, converged.stdout + converged.stderr
+    server = "/var/lib/rancher/k3s/server"
+    chart_file = f"{server}/manifests/cargoship-traefik.yaml"
+    wait_for(lambda: "traefik" in chart_configs(lab), "the chart values to be applied", 30)
+
+    # No audit policy and no chart values any more: the controller restarts once, the workers not at all.
+    starts = {name: lab.starts(name) for name in lab.hosts}
+    without_audit = desired_inventory(lab, tmp_path / "a", cargoship_audit_policy=None, cargoship_chart_values=None)
+    result = cargoship("engine-config-sync", "-i", str(without_audit), "--confirm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {name: lab.starts(name) - starts[name] for name in lab.hosts} == {"c1": 1, "w1": 0, "w2": 0}
+    assert lab.loaded("c1")["server_files"] == {"pod-security": f"{server}/cargoship-pod-security.yaml"}
+    assert lab.sh("c1", f"test -e {server}/cargoship-audit-policy.yaml", check=False).returncode == 1
+    dropin = yaml.safe_load(lab.sh("c1", "cat /etc/rancher/k3s/config.yaml.d/90-cargoship.yaml").stdout)
+    assert dropin == {"kube-apiserver-arg+": [f"admission-control-config-file={server}/cargoship-pod-security.yaml"]}
+    assert lab.sh("c1", f"test -e {chart_file}", check=False).returncode == 1
+    assert "traefik" not in chart_configs(lab), "the engine deletes nothing when its manifest goes: cargoship must"
+    addons = lab.custom.list_namespaced_custom_object("k3s.cattle.io", "v1", "kube-system", "addons")["items"]
+    assert "cargoship-traefik" not in [a["metadata"]["name"] for a in addons]
+
+    # Nothing from cargoship at all, and a registries.yaml on w2 that someone else wrote: that one stays.
+    by_hand = "mirrors:\n  quay.io:\n    endpoint: [https://quay-mirror.example]\n"
+    lab.sh("w2", f"printf '%s' '{by_hand}' > /etc/rancher/k3s/registries.yaml")
+    starts = {name: lab.starts(name) for name in lab.hosts}
+    nothing = desired_inventory(
+        lab,
+        tmp_path / "b",
+        cargoship_audit_policy=None,
+        cargoship_chart_values=None,
+        cargoship_pod_security=None,
+        cargoship_registries=None,
+    )
+    result = cargoship("engine-config-sync", "-i", str(nothing), "--confirm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {name: lab.starts(name) - starts[name] for name in lab.hosts} == {"c1": 1, "w1": 1, "w2": 0}
+    for name in ("c1", "w1"):
+        assert lab.sh(name, "test -e /etc/rancher/k3s/registries.yaml", check=False).returncode == 1
+    assert lab.sh("w2", "cat /etc/rancher/k3s/registries.yaml").stdout == by_hand
+    assert lab.sh("c1", "ls /etc/rancher/k3s/config.yaml.d/ 2>/dev/null").stdout.strip() == ""
+    assert lab.loaded("c1")["server_files"] == {}
+    again = cargoship("engine-config-sync", "-i", str(nothing), "--dry-run", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout + again.stderr
+
+    back = cargoship("engine-config-sync", "-i", str(full), "--confirm")
+    assert back.returncode == 0, back.stdout + back.stderr
+
+
+def chart_configs(lab) -> list[str]:
+    found = lab.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
+    return [item["metadata"]["name"] for item in found["items"]]

@@ -84,3 +84,23 @@ def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(
     assert c1_start < c2_stop
     again = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout + again.stderr
+
+
+def test_an_rke2_server_on_the_cis_profile_keeps_its_pod_security_file_unless_told(lab_manager, tmp_path):
+    lab = with_desired_state(lab_manager.get(hosts=3, controllers=2, engine="rke2", version="v1.30.2+rke2r1"))
+    dropin = "/etc/rancher/rke2/config.yaml.d/10-profile.yaml"
+    lab.sh("c2", f"echo 'profile: cis' > {dropin}")
+    try:
+        refused = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run")
+        output = refused.stdout + refused.stderr
+        assert refused.returncode == 1, output
+        assert f"c2 runs RKE2 with profile cis ({dropin}), whose pod-security admission file is rancher-restricted" in (
+            " ".join(output.split())
+        )
+        group_vars = lab.state / "group_vars" / "all.yml"
+        group_vars.write_text(group_vars.read_text() + "\ncargoship_pod_security_over_cis: true\n")
+        told = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run")
+        assert told.returncode == 0, told.stdout + told.stderr
+    finally:
+        lab.sh("c2", f"rm -f {dropin}")
+        with_desired_state(lab)
