@@ -520,20 +520,19 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
     several = p["names"] is not None
-    if p["state"] == "known":
-        if not p["node_of"]:
-            module.fail_json(msg="known needs node_of (each host's node name)")
+    # The read-only checks: each exits the module itself.
+    checks = {
+        "known": (check_known, "node_of", "each host's node name", "cannot list the cluster's nodes"),
+        "safe_to_stop": (check_safe_to_stop, "name", "the controller", "cannot check the controllers"),
+    }
+    if p["state"] in checks:
+        check, needed, meaning, failure = checks[p["state"]]
+        if not p[needed]:
+            module.fail_json(msg=f"{p['state']} needs {needed} ({meaning})")
         try:
-            check_known(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
+            check(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
         except ApiException as exc:
-            module.fail_json(msg=f"cannot list the cluster's nodes: {api_message(exc)}")
-    if p["state"] == "safe_to_stop":
-        if not p["name"]:
-            module.fail_json(msg="safe_to_stop needs name (the controller)")
-        try:
-            check_safe_to_stop(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
-        except ApiException as exc:
-            module.fail_json(msg=f"cannot check the controllers: {exc.status} {exc.reason}")
+            module.fail_json(msg=f"{failure}: {api_message(exc)}")
     if p["name"] and p["names"]:
         module.fail_json(msg="name and names are mutually exclusive (but with safe_to_stop)")
     if several:
