@@ -67,17 +67,26 @@ class InputError(ValueError):
     """Desired state that cannot be applied; the message names the key path."""
 
 
-def engine_paths(engine: str) -> dict[str, str]:
-    etc, lib = f"/etc/rancher/{engine}", f"/var/lib/rancher/{engine}"
+def engine_paths(engine: str, layout: dict | None = None) -> dict:
+    """Where the engine's files are on a host. ``layout``: what the host's engine settings say
+    (``config_file``, ``data_dir``, ``private_registry``, as engine_info reads them); defaults otherwise."""
+    layout = layout or {}
+    config = layout.get("config_file") or f"/etc/rancher/{engine}/config.yaml"
+    data = str(layout.get("data_dir") or f"/var/lib/rancher/{engine}").rstrip("/")
+    registries = layout.get("private_registry") or f"/etc/rancher/{engine}/registries.yaml"
+    for what, path in (("config file", config), ("data-dir", data), ("private-registry", registries)):
+        if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
+            raise InputError(f"the engine's {what} {path!r} is not an absolute path: cargoship cannot place its files")
     return {
-        "config_dropin": f"{etc}/config.yaml.d/90-cargoship.yaml",
-        "registries": f"{etc}/registries.yaml",
-        "audit_policy": f"{lib}/server/cargoship-audit-policy.yaml",
-        "audit_log_path": f"{lib}/server/logs/audit.log",
-        "pod_security": f"{lib}/server/cargoship-pod-security.yaml",
-        "manifests": f"{lib}/server/manifests",
-        "admin_kubeconfig": f"{etc}/{engine}.yaml",
-        "allowed_roots": (etc, f"{lib}/server"),
+        "config_dropin": f"{config}.d/90-cargoship.yaml",
+        "registries": registries,
+        "audit_policy": f"{data}/server/cargoship-audit-policy.yaml",
+        "audit_log_path": f"{data}/server/logs/audit.log",
+        "pod_security": f"{data}/server/cargoship-pod-security.yaml",
+        "manifests": f"{data}/server/manifests",
+        # Where cargoship writes: directories of its own files (recursively), and the engine's registries file.
+        "allowed_roots": (f"{config}.d", f"{data}/server"),
+        "allowed_files": (registries,),
     }
 
 
@@ -284,11 +293,11 @@ def same_content(kind: str, current: str | None, desired: str) -> bool:
         return False  # unreadable as data (or no PyYAML on the host to read it): rewritten
 
 
-def managed_files(engine: str, node_role: str, with_charts: bool) -> list[dict]:
+def managed_files(engine: str, node_role: str, with_charts: bool, layout: dict | None = None) -> list[dict]:
     """Every file cargoship may have written on a node of this role ({path, kind, restart, marked}):
     the candidates for removal when the desired state no longer has them. ``marked``: the path is the
     engine's own (registries.yaml), so only a file with cargoship's header is cargoship's."""
-    paths = engine_paths(engine)
+    paths = engine_paths(engine, layout)
     files = [{"path": paths["registries"], "kind": "registries", "restart": True, "marked": True}]
     if node_role == "server":
         files += [
@@ -309,14 +318,14 @@ def managed_files(engine: str, node_role: str, with_charts: bool) -> list[dict]:
     return files
 
 
-def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
+def render(state: dict, node_role: str, with_charts: bool, layout: dict | None = None) -> list[dict]:
     """The files a node should have: [{path, content, restart, kind}] in a stable order.
 
     ``restart``: the engine reads the file only at start, so a change needs an engine restart.
     Audit and pod-security files exist on servers only; chart values are written once per cluster.
     """
     engine = state["engine"]
-    paths = engine_paths(engine)
+    paths = engine_paths(engine, layout)
     files = []
     if state.get("registries") is not None:
         files.append(
@@ -363,8 +372,7 @@ def render(state: dict, node_role: str, with_charts: bool) -> list[dict]:
                     {"path": path, "content": render_document(document), "restart": False, "kind": "chart_values"}
                 )
     for item in files:
-        if not any(item["path"].startswith(root + "/") for root in paths["allowed_roots"]) or ".." in item[
-            "path"
-        ].split("/"):
+        inside = any(item["path"].startswith(root + "/") for root in paths["allowed_roots"])
+        if not (inside or item["path"] in paths["allowed_files"]) or ".." in item["path"].split("/"):
             raise InputError(f"refusing to write {item['path']}: outside the engine's directories")
     return files

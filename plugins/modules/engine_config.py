@@ -73,6 +73,14 @@ options:
   chart_values:
     description: Chart name to C(namespace) and C(values), written as HelmChartConfig manifests.
     type: dict
+  layout:
+    description:
+      - Where the engine keeps its files on this host, as its settings say (M(cargoship.engine.engine_info)
+        returns them as C(settings)). C(config_file) (its drop-ins go to C(<config_file>.d/)), C(data_dir)
+        (audit policy, pod-security file and manifests under C(<data_dir>/server/)) and C(private_registry)
+        (the registries file). Other keys are ignored; missing ones take the engine's defaults.
+    type: dict
+    default: {}
   with_charts:
     description:
       - Manage the chart value manifests on this node (every server, since each applies its own
@@ -288,10 +296,18 @@ def remove_staged(paths: list[str], backup_id: str) -> None:
             os.unlink(staged)
 
 
+def paths_of(module: AnsibleModule) -> dict:
+    try:
+        return engine_paths(module.params["engine"], module.params["layout"])
+    except InputError as exc:
+        module.fail_json(msg=str(exc))
+    return {}
+
+
 def backup_dir_of(module: AnsibleModule) -> str:
     params = module.params
     root = params["backup_root"]
-    manifests = engine_paths(params["engine"])["manifests"]
+    manifests = paths_of(module)["manifests"]
     if os.path.realpath(root).startswith(os.path.realpath(manifests)):
         module.fail_json(
             msg=f"backup_root {root} is inside the manifests directory, where the engine would apply backups"
@@ -364,7 +380,11 @@ def restore(module: AnsibleModule) -> None:
 def clean(module: AnsibleModule) -> None:
     """Remove the temporary files write_atomically() leaves only when interrupted between create and rename."""
     changes = []
-    for root in engine_paths(module.params["engine"])["allowed_roots"]:
+    paths = paths_of(module)
+    # Its own directories, whole; the registries file's directory (the engine's, maybe /etc) at its top only.
+    places = [(root, True) for root in paths["allowed_roots"]]
+    places += [(os.path.dirname(path), False) for path in paths["allowed_files"]]
+    for root, recursive in places:
         for directory, _dirs, names in os.walk(root):
             for name in names:
                 path = os.path.join(directory, name)
@@ -372,6 +392,8 @@ def clean(module: AnsibleModule) -> None:
                     changes.append({"path": path, "kind": "temporary", "action": "remove", "restart": False})
                     if not module.check_mode:
                         os.unlink(path)
+            if not recursive:
+                break
     module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
 
 
@@ -436,7 +458,7 @@ def no_longer_wanted(module: AnsibleModule, files: list[dict]) -> list[dict]:
     params = module.params
     wanted = {item["path"] for item in files}
     found = []
-    for item in managed_files(params["engine"], params["node_role"], params["with_charts"]):
+    for item in managed_files(params["engine"], params["node_role"], params["with_charts"], params["layout"]):
         if item["path"] in wanted or not os.path.isfile(item["path"]):
             continue
         if item.get("marked"):
@@ -541,6 +563,7 @@ def main() -> None:
             "audit_log": {"type": "dict"},
             "chart_values": {"type": "dict"},
             "with_charts": {"type": "bool", "default": False},
+            "layout": {"type": "dict", "default": {}},
             "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},
             "backup_id": {"type": "str"},
             "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
@@ -572,7 +595,7 @@ def main() -> None:
             _credentials.hide(document, kind, found)
             module.no_log_values.update(str(value) for value in found if value)
         state = validate(state)
-        files = render(state, params["node_role"], params["with_charts"])
+        files = render(state, params["node_role"], params["with_charts"], params["layout"])
     except (InputError, ValueError) as exc:
         module.fail_json(msg=str(exc))
     files += no_longer_wanted(module, files)

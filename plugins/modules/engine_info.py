@@ -148,6 +148,12 @@ def main() -> None:
         argv, env = _engine_settings.unit_invocation(module, service)
         settings = _engine_settings.resolve(engine, argv, env, _engine_settings.hostname())
         result["settings"] = settings
+        if settings["config_problems"]:
+            module.fail_json(
+                msg="cannot read the engine's configuration, where its node name and paths come from: "
+                + "; ".join(settings["config_problems"]),
+                **result,
+            )
         if settings["with_node_id"] is True:
             module.fail_json(
                 msg=f"{service} runs with with-node-id ({settings['with_node_id_from']}): the engine adds a generated "
