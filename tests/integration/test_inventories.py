@@ -176,3 +176,39 @@ def test_removing_a_setting_removes_exactly_what_cargoship_wrote_for_it(lab, tmp
 def chart_configs(lab) -> list[str]:
     found = lab.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
     return [item["metadata"]["name"] for item in found["items"]]
+
+
+def test_the_engines_own_paths_are_where_cargoship_writes(lab, tmp_path):
+    """A worker whose unit points the engine at another config file (with its own private-registry), and a
+    controller with another data-dir: the engine's files go where the engine reads them."""
+    unit_dropin = "/etc/systemd/system/k3s-agent.service.d/10-config.conf"
+    data_dropin = "/etc/rancher/k3s/config.yaml.d/05-data-dir.yaml"
+    lab.sh(
+        "w1",
+        "mkdir -p /srv/k3s /etc/systemd/system/k3s-agent.service.d"
+        " && cp /etc/rancher/k3s/config.yaml /srv/k3s/config.yaml"
+        " && echo 'private-registry: /srv/k3s/registries.yaml' >> /srv/k3s/config.yaml"
+        f" && printf '[Service]\\nEnvironment=K3S_CONFIG_FILE=/srv/k3s/config.yaml\\n' > {unit_dropin}"
+        " && systemctl daemon-reload && systemctl restart k3s-agent",
+    )
+    lab.sh("c1", f"mkdir -p /srv/k3s-data && echo 'data-dir: /srv/k3s-data' > {data_dropin} && systemctl restart k3s")
+    full = desired_inventory(lab, tmp_path / "full")
+    try:
+        result = cargoship("engine-config-sync", "-i", str(full), "--confirm")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert lab.loaded("w1")["files"].get("/srv/k3s/registries.yaml"), "the registries file the engine reads"
+        assert lab.loaded("w1")["registry_mirrors"] == ["docker.io"]
+        assert lab.loaded("c1")["server_files"] == {
+            "audit-policy": "/srv/k3s-data/server/cargoship-audit-policy.yaml",
+            "pod-security": "/srv/k3s-data/server/cargoship-pod-security.yaml",
+        }
+        assert (
+            lab.sh("c1", "test -s /srv/k3s-data/server/manifests/cargoship-traefik.yaml", check=False).returncode == 0
+        )
+        again = cargoship("engine-config-sync", "-i", str(full), "--dry-run", "--detailed-exitcode")
+        assert again.returncode == 0, again.stdout + again.stderr
+    finally:
+        lab.sh("w1", f"rm -rf {unit_dropin} /srv/k3s && systemctl daemon-reload && systemctl restart k3s-agent")
+        lab.sh("c1", f"rm -rf {data_dropin} /srv/k3s-data && systemctl restart k3s")
+    back = cargoship("engine-config-sync", "-i", str(full), "--confirm")
+    assert back.returncode == 0, back.stdout + back.stderr

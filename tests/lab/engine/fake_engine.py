@@ -248,9 +248,20 @@ def load_yaml_file(path: str, what: str) -> object:
         raise EngineError(f"failed to read {what} {path}: {exc}") from exc
 
 
-def load_config(flavor: str, role: str) -> tuple[dict, dict[str, str]]:
-    """Read config.yaml and config.yaml.d/*.yaml like the engine: later files override earlier keys."""
-    base = f"/etc/rancher/{flavor}/config.yaml"
+def config_path(flavor: str, args: list[str]) -> str:
+    """The config file as the engine finds it: --config/-c, else <ENGINE>_CONFIG_FILE, else the default
+    (real-engines.md, "paths can move")."""
+    for index, arg in enumerate(args):
+        if arg in ("--config", "-c") and index + 1 < len(args):
+            return args[index + 1]
+        if arg.startswith("--config="):
+            return arg.split("=", 1)[1]
+    return os.environ.get(f"{flavor.upper()}_CONFIG_FILE") or f"/etc/rancher/{flavor}/config.yaml"
+
+
+def load_config(flavor: str, role: str, base: str = "") -> tuple[dict, dict[str, str]]:
+    """Read the config file and its .d/ drop-ins like the engine: later files override earlier keys."""
+    base = base or f"/etc/rancher/{flavor}/config.yaml"
     # Go's filepath.Glob, which the engine uses, matches hidden files too: so does this.
     # .yaml or .yml in any case (real-engines.md, "config.yaml.d/").
     dropins = glob.glob(f"{base}.d/*", include_hidden=True)
@@ -392,9 +403,11 @@ class ApiClient:
 
 
 class Engine:
-    def __init__(self, flavor: str, role: str) -> None:
+    def __init__(self, flavor: str, role: str, args: list[str] | None = None) -> None:
         self.flavor = flavor
         self.role = role
+        self.config_file = config_path(flavor, args or [])
+        self.data_dir = f"/var/lib/rancher/{flavor}"
         with open(os.path.join(LAB_DIR, "node.json"), encoding="utf-8") as handle:
             self.node = json.load(handle)
         self.version = engine_version(flavor)
@@ -404,7 +417,8 @@ class Engine:
 
     # -- start-up ---------------------------------------------------------------------------------
     def load(self) -> dict:
-        config, files = load_config(self.flavor, self.role)
+        config, files = load_config(self.flavor, self.role, self.config_file)
+        self.data_dir = str(config.get("data-dir") or f"/var/lib/rancher/{self.flavor}")
         # The node name: node-name from the config, else the hostname lower-cased; never anything the
         # inventory calls the host (real-engines.md, "node name").
         self.node["name"] = str(config.get("node-name") or socket.gethostname().lower())
@@ -562,7 +576,7 @@ class Engine:
 
     # -- the server's part --------------------------------------------------------------------------
     def manifests_loop(self) -> None:
-        directory = f"/var/lib/rancher/{self.flavor}/server/manifests"
+        directory = f"{self.data_dir}/server/manifests"
         while not self.stopping.is_set():
             for path in manifest_files(directory):
                 addon = os.path.basename(path).split(".", 1)[0]
@@ -760,7 +774,7 @@ def main(argv: list[str]) -> int:
     if args[0] not in ("server", "agent"):
         print(f"Incorrect Usage. flag provided but not defined: {args[0]}", file=sys.stderr)
         return 1
-    return Engine(flavor, args[0]).run()
+    return Engine(flavor, args[0], args[1:]).run()
 
 
 if __name__ == "__main__":
