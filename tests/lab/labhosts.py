@@ -136,7 +136,7 @@ class RunningLab:
 
     @contextmanager
     def node_grace(self, seconds: float):
-        """A shorter grace period in the API double (40 s, as Kubernetes', otherwise) for the block."""
+        """Another grace period in the API double (40 s, as Kubernetes', otherwise) for the block."""
         self.lab_setting("/lab/node-grace", {"seconds": seconds})
         try:
             yield
