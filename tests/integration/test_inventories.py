@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship, desired_inventory, wait_for
+from helpers import cargoship, desired_inventory, engine_files, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -106,19 +106,24 @@ def test_an_inventory_that_selects_no_node_is_an_error(lab, tmp_path, layout, me
 
 def test_hosts_that_are_no_node_or_the_same_node_stop_the_run_before_anything(lab, tmp_path):
     inventory = k3s_playbook_style(lab, tmp_path)
-    document = yaml.safe_load(inventory.read_text())
-    # The same machine twice: by its address and by its name.
-    document["k3s_cluster"]["children"]["agent"]["hosts"]["w1"] = {"ansible_host": address_of(lab, "w1")}
-    inventory.write_text(yaml.safe_dump(document))
+    w1, w2 = address_of(lab, "w1"), address_of(lab, "w2")
     dropin = "/etc/rancher/k3s/config.yaml.d/50-name.yaml"
-    lab.sh("w2", f"mkdir -p /etc/rancher/k3s/config.yaml.d && echo 'node-name: ghost' > {dropin}")
+    lab.sh("w2", "mkdir -p /etc/rancher/k3s/config.yaml.d")
     try:
+        # w2's engine would register as "ghost" (its config says so), a node the cluster does not have.
+        lab.sh("w2", f"echo 'node-name: ghost' > {dropin}")
+        before = {name: (engine_files(lab, name), lab.starts(name)) for name in lab.hosts}
         result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
         output = result.stdout + result.stderr
         assert result.returncode == 1, output
-        assert f"{address_of(lab, 'w1')} and w1 are all node w1" in output
-        assert f"{address_of(lab, 'w2')}: the cluster has no node ghost (its engine's node name)" in output
+        assert f"{w2}: the cluster has no node ghost (its engine's node name)" in output
+        assert {name: (engine_files(lab, name), lab.starts(name)) for name in lab.hosts} == before
         assert lab.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, "lock left"
+        # Two hosts that are one node.
+        lab.sh("w2", f"echo 'node-name: w1' > {dropin}")
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert f"{w1} and {w2} are all node w1" in result.stdout + result.stderr
     finally:
         lab.sh("w2", f"rm -f {dropin}")
 
@@ -191,7 +196,10 @@ def test_the_engines_own_paths_are_where_cargoship_writes(lab, tmp_path):
         f" && printf '[Service]\\nEnvironment=K3S_CONFIG_FILE=/srv/k3s/config.yaml\\n' > {unit_dropin}"
         " && systemctl daemon-reload && systemctl restart k3s-agent",
     )
-    lab.sh("c1", f"mkdir -p /srv/k3s-data && echo 'data-dir: /srv/k3s-data' > {data_dropin} && systemctl restart k3s")
+    lab.sh(
+        "c1",
+        f"mkdir -p /srv/k3s-data /etc/rancher/k3s/config.yaml.d && echo 'data-dir: /srv/k3s-data' > {data_dropin} && systemctl restart k3s",
+    )
     full = desired_inventory(lab, tmp_path / "full")
     try:
         result = cargoship("engine-config-sync", "-i", str(full), "--confirm")
@@ -209,6 +217,12 @@ def test_the_engines_own_paths_are_where_cargoship_writes(lab, tmp_path):
         assert again.returncode == 0, again.stdout + again.stderr
     finally:
         lab.sh("w1", f"rm -rf {unit_dropin} /srv/k3s && systemctl daemon-reload && systemctl restart k3s-agent")
-        lab.sh("c1", f"rm -rf {data_dropin} /srv/k3s-data && systemctl restart k3s")
+        # cargoship's drop-in now names files under /srv/k3s-data: without them the engine would not start
+        # (as a real one would not); the run below writes them back where the default data-dir has them.
+        lab.sh(
+            "c1",
+            f"rm -f {data_dropin} /etc/rancher/k3s/config.yaml.d/90-cargoship.yaml && systemctl restart k3s"
+            " && rm -rf /srv/k3s-data",
+        )
     back = cargoship("engine-config-sync", "-i", str(full), "--confirm")
     assert back.returncode == 0, back.stdout + back.stderr
