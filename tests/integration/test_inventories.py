@@ -16,6 +16,20 @@ pytestmark = pytest.mark.lab
 REPO = Path(__file__).resolve().parents[2]
 
 
+# The engine's own registries.yaml schema, as its docs write it: a "*" mirror, an endpoint without a scheme
+# (https), a configs entry with no settings, an identity token.
+REGISTRIES = {
+    "mirrors": {
+        "*": {},
+        "docker.io": {"endpoint": ["registry.internal.example:5000"]},
+    },
+    "configs": {
+        "registry.internal.example:5000": None,
+        "quay.io": {"auth": {"identity_token": "quay-token"}},
+    },
+}
+
+
 def k3s_playbook_style(lab, directory: Path) -> Path:
     """Laid out like the most common k3s playbooks' sample: k3s_cluster with children server and agent,
     hosts named by IP address; cargoship's group names and the desired state in group_vars."""
@@ -35,7 +49,7 @@ def k3s_playbook_style(lab, directory: Path) -> Path:
     (directory / "group_vars").mkdir(parents=True, exist_ok=True)
     (directory / "hosts.yml").write_text(yaml.safe_dump(inventory))
     state = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
-    state.update(cargoship_controllers_group="server", cargoship_workers_group="agent")
+    state.update(cargoship_controllers_group="server", cargoship_workers_group="agent", cargoship_registries=REGISTRIES)
     (directory / "group_vars" / "k3s_cluster.yml").write_text(yaml.safe_dump(state))
     return directory / "hosts.yml"
 
@@ -60,8 +74,20 @@ def test_a_k3s_playbook_inventory_with_hosts_named_by_address_converges(lab, tmp
     assert sync["hosts"][w1]["node"] == "w1" and "cordon" in sync["hosts"][w1]["changes"]
     real = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
     assert real.returncode == 0, real.stdout + real.stderr
-    assert lab.loaded("w1")["registry_mirrors"] == ["docker.io"]
+    assert lab.loaded("w1")["registry_mirrors"] == ["*", "docker.io"]
+    assert lab.loaded("w1")["registry_configs"] == ["quay.io", "registry.internal.example:5000"]
     assert not lab.core.read_node("w1").spec.unschedulable
+    dropin = yaml.safe_load(lab.sh("c1", "cat /etc/rancher/k3s/config.yaml.d/90-cargoship.yaml").stdout)
+    assert {"audit-log-maxage=30", "audit-log-maxbackup=10", "audit-log-maxsize=100"} <= set(
+        dropin["kube-apiserver-arg+"]
+    ), "k3s keeps rotated audit logs for ever unless told"
+    # The same content written by hand, in another layout and key order: nothing to do.
+    by_hand = (
+        "# our mirrors\nconfigs:\n  quay.io: {auth: {identity_token: quay-token}}\n"
+        "  'registry.internal.example:5000':\nmirrors:\n  docker.io:\n    endpoint: [registry.internal.example:5000]\n"
+        "  '*': {}\n"
+    )
+    lab.sh("w2", f"printf '%s' \"{by_hand}\" > /etc/rancher/k3s/registries.yaml")
     again = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout + again.stderr
     # The collection's playbook reads the same group_vars without the command.
@@ -81,6 +107,7 @@ def test_a_k3s_playbook_inventory_with_hosts_named_by_address_converges(lab, tmp
         ("empty", "no host to work on: the inventory has no hosts"),
         ("no-groups", "no inventory host is in the controllers group 'controllers' or workers group 'workers'"),
         ("limit-outside", "no host to work on: the hosts selected (bastion) include no host of the"),
+        ("limit-nothing", "before producing a report"),
     ],
 )
 def test_an_inventory_that_selects_no_node_is_an_error(lab, tmp_path, layout, message):
@@ -89,6 +116,7 @@ def test_an_inventory_that_selects_no_node_is_an_error(lab, tmp_path, layout, me
     inventory = {
         "empty": {"all": {"hosts": {}}},
         "no-groups": {"all": {"hosts": hosts, "vars": lab_vars}},
+        "limit-nothing": {"all": {"vars": lab_vars, "children": {"controllers": {"hosts": hosts}}}},
         "limit-outside": {
             "all": {
                 "vars": lab_vars,
@@ -98,7 +126,7 @@ def test_an_inventory_that_selects_no_node_is_an_error(lab, tmp_path, layout, me
     }[layout]
     path = tmp_path / "hosts.yml"
     path.write_text(yaml.safe_dump(inventory))
-    limit = ["--limit", "bastion"] if layout == "limit-outside" else []
+    limit = {"limit-outside": ["--limit", "bastion"], "limit-nothing": ["--limit", "no-such-host"]}.get(layout, [])
     result = cargoship("engine-config-sync", "-i", str(path), "--dry-run", "--detailed-exitcode", *limit)
     assert result.returncode == 1, result.stdout + result.stderr
     assert message in result.stdout + result.stderr

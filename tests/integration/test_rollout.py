@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship
+from helpers import cargoship, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -17,6 +17,11 @@ def with_desired_state(lab):
     (lab.state / "group_vars").mkdir(exist_ok=True)
     (lab.state / "group_vars" / "all.yml").write_text((REPO / "examples" / "group_vars" / "all.yml").read_text())
     return lab
+
+
+def chart_configs(lab) -> list[str]:
+    found = lab.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
+    return [item["metadata"]["name"] for item in found["items"]]
 
 
 def mirror_pods(lab) -> dict[str, str]:
@@ -69,6 +74,11 @@ def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(
     real = cargoship("engine-config-sync", "-i", str(lab.inventory), "--confirm")
     assert real.returncode == 0, real.stdout + real.stderr
     assert mirror_pods(lab) == mirrors, "a mirror pod was evicted or deleted"
+    # RKE2's own ingress chart, on every controller: each server's engine applies its own manifests.
+    manifest = "/var/lib/rancher/rke2/server/manifests/cargoship-rke2-ingress-nginx.yaml"
+    contents = {lab.sh(controller, f"cat {manifest}").stdout for controller in lab.controllers}
+    assert len(contents) == 1 and "use-forwarded-headers" in contents.pop()
+    wait_for(lambda: "rke2-ingress-nginx" in chart_configs(lab), "the chart values to be applied", 30)
     dropin = yaml.safe_load(lab.sh("c1", "cat /etc/rancher/rke2/config.yaml.d/90-cargoship.yaml").stdout)
     assert dropin == {
         "audit-policy-file": "/var/lib/rancher/rke2/server/cargoship-audit-policy.yaml",

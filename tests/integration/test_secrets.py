@@ -29,7 +29,7 @@ def with_password(lab, directory: Path, password: str) -> Path:
     inventory = desired_inventory(lab, directory)
     state = yaml.safe_load((inventory / "group_vars" / "all.yml").read_text())
     state["cargoship_registries"]["configs"]["registry.internal.example:5000"]["auth"]["password"] = password
-    state["cargoship_chart_values"]["traefik"]["values"]["dashboard"] = {"adminPassword": CHART_SECRET}
+    state["ingress_chart_values"]["k3s"]["traefik"]["values"]["dashboard"] = {"adminPassword": CHART_SECRET}
     (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(state, allow_unicode=False))
     return inventory
 
