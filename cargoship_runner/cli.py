@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import sys
 import tempfile
 from pathlib import Path
 
 import click
+import yaml
 from rich.console import Console
 from rich.table import Table
 
@@ -193,6 +195,15 @@ RUN_OPTIONS = [
         help="Keep ansible-runner's directory of the run (events, output; credentials masked, mode 0700) "
         "and print its path.",
     ),
+    click.option(
+        "-e",
+        "--extra-vars",
+        "extra_vars",
+        multiple=True,
+        metavar="KEY=VALUE|YAML|@FILE",
+        help="Variables for the run, as ansible-playbook -e takes them (repeatable), e.g. "
+        "-e cargoship_controllers_group=server.",
+    ),
     click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do."),
     click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more)."),
 ]
@@ -295,8 +306,10 @@ def execute(
     keep_artifacts,
     detailed_exitcode,
     verbose,
+    extra_vars=(),
 ):
     """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
+    user_vars = parse_extra_vars(extra_vars)
     if not dry_run and not confirm:
         if not sys.stdin.isatty():
             errors.print("a real run changes hosts: pass --confirm (or use --dry-run to see what would change)")
@@ -317,6 +330,7 @@ def execute(
         vault_password_file,
         verbose,
         keep_artifacts,
+        user_vars,
     )
     console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {inventory}")
     progress = Progress()
@@ -362,6 +376,36 @@ def execute(
     if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
         sys.exit(EXIT_WORK_FOUND)
     sys.exit(EXIT_OK)
+
+
+def parse_extra_vars(values: tuple[str, ...]) -> dict:
+    """-e values as ansible-playbook reads them: KEY=VALUE pairs (strings), a YAML/JSON mapping, or @FILE."""
+    merged: dict = {}
+    for value in values:
+        text = value.strip()
+        try:
+            if text.startswith("@"):
+                data = yaml.safe_load(Path(text[1:]).read_text(encoding="utf-8"))
+            elif text.startswith(("{", "---")):
+                data = yaml.safe_load(text)
+            else:
+                data = dict(shlex_pairs(text))
+        except (OSError, yaml.YAMLError, ValueError) as exc:
+            errors.print(f"-e {value!r}: {exc.__class__.__name__}: cannot read it as KEY=VALUE, YAML or @FILE")
+            sys.exit(EXIT_USAGE)
+        if not isinstance(data, dict):
+            errors.print(f"-e {value!r}: expected KEY=VALUE pairs or a mapping")
+            sys.exit(EXIT_USAGE)
+        merged.update(data)
+    return merged
+
+
+def shlex_pairs(text: str):
+    for word in shlex.split(text):
+        key, sep, item = word.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{word!r} is not KEY=VALUE")
+        yield key, item
 
 
 def write_report(report: dict, destination: Path) -> None:
@@ -423,6 +467,7 @@ def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
         options.forks,
         {"cargoship_run_id": run_id},
         options.vault_password_file,
+        user_vars=options.user_vars,
     )
     states: dict[str, str] = {}
 
@@ -454,6 +499,7 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
         options.forks,
         {"cargoship_run_id": run_id},
         options.vault_password_file,
+        user_vars=options.user_vars,
     )
     outcome = run_playbook(cleanup)
     if outcome.rc == 0:
@@ -468,11 +514,21 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
 @click.option("-i", "--inventory", required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--limit", help="Only these hosts.")
 @click.option("--vault-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-def unlock(inventory, limit, vault_password_file):
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|YAML|@FILE", help="As for a run.")
+def unlock(inventory, limit, vault_password_file, extra_vars):
     """Break the cargoship lock on the hosts, whoever holds it."""
     check_inventory(inventory)
     outcome = run_playbook(
-        RunOptions("unlock", inventory, False, limit, None, {"cargoship_unlock_force": True}, vault_password_file)
+        RunOptions(
+            "unlock",
+            inventory,
+            False,
+            limit,
+            None,
+            {"cargoship_unlock_force": True},
+            vault_password_file,
+            user_vars=parse_extra_vars(extra_vars),
+        )
     )
     if outcome.rc != 0:
         errors.print(

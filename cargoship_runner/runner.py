@@ -51,6 +51,9 @@ class RunOptions:
     vault_password_file: Path | None = None
     verbosity: int = 0
     keep_artifacts: bool = False
+    # The user's own extra variables (-e), which every playbook of the run gets, the recovery and the
+    # lock release included; the command's own variables win over them.
+    user_vars: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -153,7 +156,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             inventory=str(options.inventory.resolve()),
             cmdline=" ".join(cmdline) or None,
             envvars=envvars,
-            extravars=options.extravars,
+            extravars={**options.user_vars, **options.extravars},
             limit=options.limit,
             forks=forks(options.forks, config),
             verbosity=options.verbosity or None,

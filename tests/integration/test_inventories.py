@@ -101,6 +101,28 @@ def test_a_k3s_playbook_inventory_with_hosts_named_by_address_converges(lab, tmp
     assert f"ok: [{w1}]" in direct.stdout
 
 
+def test_group_names_given_as_extra_vars_work_through_the_command_and_ansible_playbook(lab, tmp_path):
+    inventory = k3s_playbook_style(lab, tmp_path)
+    group_vars = tmp_path / "group_vars" / "k3s_cluster.yml"
+    state = yaml.safe_load(group_vars.read_text())
+    del state["cargoship_controllers_group"], state["cargoship_workers_group"]
+    group_vars.write_text(yaml.safe_dump(state))
+    groups = ["-e", "cargoship_controllers_group=server", "-e", "cargoship_workers_group=agent"]
+    report = tmp_path / "dry.json"
+    dry = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run", "--report-json", str(report), *groups)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    sync = {p["name"]: p for p in json.loads(report.read_text())["phases"]}
+    assert list(sync["sync_controller"]["hosts"]) == [address_of(lab, "c1")]
+    assert sorted(sync["sync_worker"]["hosts"]) == sorted(address_of(lab, n) for n in ("w1", "w2"))
+    direct = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), "cargoship.engine.engine_config_sync", "--check", *groups],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert direct.returncode == 0, direct.stdout + direct.stderr
+
+
 @pytest.mark.parametrize(
     ("layout", "message"),
     [

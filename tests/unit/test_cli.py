@@ -71,3 +71,29 @@ def test_progress_has_a_line_per_phase_and_a_line_per_node_only_where_nodes_go_o
             progress({"event": "runner_on_ok", "event_data": {"host": host, "task": "t", "role": f"x.{phase}"}})
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert lines == [["connect"], ["sync_worker", "w1"], ["sync_worker", "w2"], ["sync_worker", "w3"]]
+
+
+def test_extra_vars_are_read_as_ansible_playbook_reads_them(tmp_path):
+    from cargoship_runner.cli import parse_extra_vars
+
+    varsfile = tmp_path / "vars.yml"
+    varsfile.write_text("cargoship_drain_timeout: 60\n")
+    parsed = parse_extra_vars(
+        (
+            "cargoship_controllers_group=server cargoship_workers_group=agent",
+            '{"cargoship_force": true}',
+            f"@{varsfile}",
+        )
+    )
+    assert parsed == {
+        "cargoship_controllers_group": "server",
+        "cargoship_workers_group": "agent",
+        "cargoship_force": True,
+        "cargoship_drain_timeout": 60,
+    }
+
+
+def test_an_unreadable_extra_var_is_a_usage_error():
+    result = CliRunner().invoke(main, ["engine-config-sync", "-i", ".", "--dry-run", "-e", "no-equals-sign"])
+    assert result.exit_code == 64
+    assert "-e 'no-equals-sign'" in result.output
