@@ -202,7 +202,8 @@ RUN_OPTIONS = [
         multiple=True,
         metavar="KEY=VALUE|YAML|@FILE",
         help="Variables for the run, as ansible-playbook -e takes them (repeatable), e.g. "
-        "-e cargoship_controllers_group=server.",
+        "-e cargoship_controllers_group=server. Secrets belong in a (vaulted) file given as -e @FILE: "
+        "ansible-playbook reads it by its path and the command never copies it.",
     ),
     click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do."),
     click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more)."),
@@ -309,7 +310,7 @@ def execute(
     extra_vars=(),
 ):
     """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
-    user_vars = parse_extra_vars(extra_vars)
+    user_vars, user_var_files = parse_extra_vars(extra_vars)
     if not dry_run and not confirm:
         if not sys.stdin.isatty():
             errors.print("a real run changes hosts: pass --confirm (or use --dry-run to see what would change)")
@@ -331,6 +332,7 @@ def execute(
         verbose,
         keep_artifacts,
         user_vars,
+        user_var_files,
     )
     console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {inventory}")
     progress = Progress()
@@ -378,26 +380,30 @@ def execute(
     sys.exit(EXIT_OK)
 
 
-def parse_extra_vars(values: tuple[str, ...]) -> dict:
-    """-e values as ansible-playbook reads them: KEY=VALUE pairs (strings), a YAML/JSON mapping, or @FILE."""
+def parse_extra_vars(values: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
+    """-e values as ansible-playbook reads them: KEY=VALUE pairs (strings) or a YAML/JSON mapping, and
+    @FILE, which is handed to ansible-playbook by its path (a vaulted file stays Ansible's to read)."""
     merged: dict = {}
+    files: list[str] = []
     for value in values:
         text = value.strip()
+        if text.startswith("@"):
+            path = Path(text[1:]).expanduser()
+            if not path.is_file():
+                errors.print(f"-e {value!r}: no such file")
+                sys.exit(EXIT_USAGE)
+            files.append(str(path.resolve()))
+            continue
         try:
-            if text.startswith("@"):
-                data = yaml.safe_load(Path(text[1:]).read_text(encoding="utf-8"))
-            elif text.startswith(("{", "---")):
-                data = yaml.safe_load(text)
-            else:
-                data = dict(shlex_pairs(text))
-        except (OSError, yaml.YAMLError, ValueError) as exc:
+            data = yaml.safe_load(text) if text.startswith(("{", "---")) else dict(shlex_pairs(text))
+        except (yaml.YAMLError, ValueError) as exc:
             errors.print(f"-e {value!r}: {exc.__class__.__name__}: cannot read it as KEY=VALUE, YAML or @FILE")
             sys.exit(EXIT_USAGE)
         if not isinstance(data, dict):
             errors.print(f"-e {value!r}: expected KEY=VALUE pairs or a mapping")
             sys.exit(EXIT_USAGE)
         merged.update(data)
-    return merged
+    return merged, tuple(files)
 
 
 def shlex_pairs(text: str):
@@ -468,6 +474,7 @@ def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
         {"cargoship_run_id": run_id},
         options.vault_password_file,
         user_vars=options.user_vars,
+        user_var_files=options.user_var_files,
     )
     states: dict[str, str] = {}
 
@@ -500,6 +507,7 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
         {"cargoship_run_id": run_id},
         options.vault_password_file,
         user_vars=options.user_vars,
+        user_var_files=options.user_var_files,
     )
     outcome = run_playbook(cleanup)
     if outcome.rc == 0:
@@ -518,6 +526,7 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
 def unlock(inventory, limit, vault_password_file, extra_vars):
     """Break the cargoship lock on the hosts, whoever holds it."""
     check_inventory(inventory)
+    user_vars, user_var_files = parse_extra_vars(extra_vars)
     outcome = run_playbook(
         RunOptions(
             "unlock",
@@ -527,7 +536,8 @@ def unlock(inventory, limit, vault_password_file, extra_vars):
             None,
             {"cargoship_unlock_force": True},
             vault_password_file,
-            user_vars=parse_extra_vars(extra_vars),
+            user_vars=user_vars,
+            user_var_files=user_var_files,
         )
     )
     if outcome.rc != 0:

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -54,6 +55,9 @@ class RunOptions:
     # The user's own extra variables (-e), which every playbook of the run gets, the recovery and the
     # lock release included; the command's own variables win over them.
     user_vars: dict = field(default_factory=dict)
+    # -e @FILE: given to ansible-playbook by path, so that its content (vaulted or not) is read by Ansible
+    # alone and never copied into the run's directory.
+    user_var_files: tuple = ()
 
 
 @dataclass
@@ -126,6 +130,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     cmdline = ["--check", "--diff"] if options.dry_run else []
     if options.vault_password_file:
         cmdline += ["--vault-password-file", str(options.vault_password_file)]
+    for path in options.user_var_files:
+        cmdline += ["--extra-vars", shlex.quote(f"@{path}")]
     envvars = {
         "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
         "ANSIBLE_CALLBACKS_ENABLED": "cargoship.engine.report",

@@ -78,7 +78,7 @@ def test_extra_vars_are_read_as_ansible_playbook_reads_them(tmp_path):
 
     varsfile = tmp_path / "vars.yml"
     varsfile.write_text("cargoship_drain_timeout: 60\n")
-    parsed = parse_extra_vars(
+    parsed, files = parse_extra_vars(
         (
             "cargoship_controllers_group=server cargoship_workers_group=agent",
             '{"cargoship_force": true}',
@@ -89,8 +89,9 @@ def test_extra_vars_are_read_as_ansible_playbook_reads_them(tmp_path):
         "cargoship_controllers_group": "server",
         "cargoship_workers_group": "agent",
         "cargoship_force": True,
-        "cargoship_drain_timeout": 60,
     }
+    # A file goes to ansible-playbook by its path: its content (maybe vaulted) is never copied by the command.
+    assert files == (str(varsfile.resolve()),)
 
 
 def test_an_unreadable_extra_var_is_a_usage_error():
