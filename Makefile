@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
 
-.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity clean docs molecule
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog clean docs molecule
 
 help:
 	@echo "make demo    - bring up local test hosts and run the main job on them"
@@ -78,6 +78,19 @@ lint: venv
 	$(VENV)/bin/ruff check cargoship_runner plugins tests
 	$(VENV)/bin/ansible-lint --profile production --offline
 	$(MAKE) sanity
+	$(MAKE) changelog
+
+# The changelog fragments are linted, and the release notes they make are written in a copy of the tree
+# (a release consumes the fragments; the checkout keeps them).
+CHANGELOG_DIR := /tmp/cargoship-changelog/ansible_collections/cargoship/engine
+changelog: venv
+	$(VENV)/bin/antsibull-changelog lint
+	rm -rf /tmp/cargoship-changelog && mkdir -p $(CHANGELOG_DIR)
+	git ls-files -co --exclude-standard -z | grep -zv '^.collections/' | \
+	  tar --null -T - -cf - | tar -C $(CHANGELOG_DIR) -xf -
+	cd $(CHANGELOG_DIR) && PATH=$(CURDIR)/$(VENV)/bin:$$PATH antsibull-changelog release --version \
+	  $$(sed -n 's/^version: *//p' galaxy.yml) --date $$(date -u +%F)
+	@echo "release notes: $(CHANGELOG_DIR)/CHANGELOG.rst ($$(grep -c '^- ' $(CHANGELOG_DIR)/CHANGELOG.rst) entries)"
 
 # ansible-test needs the collection at ansible_collections/cargoship/engine, in a tree of its own (it lists
 # files with git): run it on a copy outside the checkout.

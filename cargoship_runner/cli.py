@@ -16,7 +16,14 @@ from rich.console import Console
 from rich.table import Table
 
 from cargoship_runner import __version__
-from cargoship_runner.collection import phase_hook_points, phase_lines, phases
+from cargoship_runner.collection import (
+    CollectionNotFound,
+    phase_hook_points,
+    phase_lines,
+    phases,
+    report_diffs,
+    report_text,
+)
 from cargoship_runner.preflight import malformed_yaml
 from cargoship_runner.runner import (
     DEFAULT_FORKS,
@@ -29,6 +36,7 @@ from cargoship_runner.runner import (
     EXIT_WORK_FOUND,
     RunOptions,
     lock_holder_message,
+    masked_output,
     run_playbook,
 )
 
@@ -57,6 +65,16 @@ def main() -> None:
 
     cargoship shows exactly what it would do before it touches anything (--dry-run),
     then does it one safe phase at a time.
+
+    \b
+    Examples:
+      cargoship engine-config-sync -i inventory/ --dry-run --diff
+      cargoship engine-config-sync -i inventory/ --confirm
+      cargoship phase list
+      cargoship phase run sync_worker -i inventory/ --dry-run
+      cargoship unlock -i inventory/ --limit worker-03
+    Shell completion (bash; zsh and fish alike):
+      eval "$(_CARGOSHIP_COMPLETE=bash_source cargoship)"
     """
 
 
@@ -77,7 +95,9 @@ class Progress:
     """Live progress from ansible-runner events: each phase as it reaches each host, and failures; and
     which nodes this run has started to drain and not yet given back (``in_flight``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, verbose: int = 0) -> None:
+        # With -v, Ansible's own output is shown as it comes (masked), instead of the progress lines.
+        self.verbose = verbose
         self.in_flight: set[str] = set()
         self.locking = False  # whether the run reached its lock phase (else it holds no lock to release)
         self.on_task: dict[str, str] = {}  # the task each host started last
@@ -109,6 +129,10 @@ class Progress:
         role = (data.get("role") or "").rsplit(".", 1)[-1]
         if kind == "runner_on_start" and role == "lock":
             self.locking = True
+        if self.verbose:
+            if event.get("stdout"):
+                console.out(masked_output(event["stdout"]), highlight=False)
+            return True
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
             if self.current.get(host) != role:
                 self.current[host] = role
@@ -125,7 +149,11 @@ class Progress:
         return True
 
 
-def render_report(report: dict) -> None:
+def render_report(report: dict, output: str = "table") -> None:
+    """The report as a table for a terminal, or as plain lines that a CI log never folds."""
+    if output == "plain":
+        console.out(report_text(report), highlight=False)
+        return
     table = Table(
         title=f"cargoship {report['operation']} — {'dry run' if report['dry_run'] else 'real run'}", show_lines=False
     )
@@ -158,8 +186,9 @@ RUN_OPTIONS = [
         "-i",
         "--inventory",
         required=True,
+        multiple=True,
         type=click.Path(exists=True, dir_okay=True, path_type=Path),
-        help="Inventory: hosts and the desired engine configuration.",
+        help="Inventory: hosts and the desired engine configuration (repeatable, as for ansible-playbook).",
     ),
     click.option("--dry-run", is_flag=True, help="Connect and assess against the live hosts; change nothing."),
     click.option("--confirm", is_flag=True, help="Do the real run without asking."),
@@ -184,6 +213,27 @@ RUN_OPTIONS = [
         help="For inventories with Ansible Vault secrets.",
     ),
     click.option(
+        "--vault-id",
+        "vault_ids",
+        multiple=True,
+        metavar="[LABEL@]SOURCE",
+        help="A vault identity, as ansible-playbook --vault-id takes it (repeatable).",
+    ),
+    click.option(
+        "--diff",
+        "show_diff",
+        is_flag=True,
+        help="Also print each host's file changes as unified diffs (credentials masked).",
+    ),
+    click.option(
+        "--output",
+        type=click.Choice(["auto", "table", "plain"]),
+        default="auto",
+        show_default=True,
+        help="The report as a table or as plain lines; auto: a table on a terminal, plain lines elsewhere "
+        "(CI logs), so that no line is folded.",
+    ),
+    click.option(
         "--report-json",
         type=click.Path(dir_okay=False, allow_dash=True, path_type=Path),
         help="Also write the report as JSON to this file (mode 0600), or to standard output with '-' "
@@ -206,7 +256,12 @@ RUN_OPTIONS = [
         "ansible-playbook reads it by its path and the command never copies it.",
     ),
     click.option("--detailed-exitcode", is_flag=True, help="With --dry-run, exit 2 when there is work to do."),
-    click.option("-v", "--verbose", count=True, help="More Ansible output (repeat for more)."),
+    click.option(
+        "-v",
+        "--verbose",
+        count=True,
+        help="Show Ansible's own output (credentials masked) instead of the progress lines; -vv... for more.",
+    ),
 ]
 
 
@@ -231,6 +286,12 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
     Exit codes: 0 done (or nothing to do), 1 failed, 2 work found (dry run with
     --detailed-exitcode), 3 unreachable host, 4 a host is locked by another run, 64 bad usage,
     130 interrupted (Ctrl-C, SIGTERM or SIGHUP: the nodes started on are put back first).
+
+    \b
+    Examples:
+      cargoship engine-config-sync -i inventory/ --dry-run --diff
+      cargoship engine-config-sync -i inventory/ --dry-run --detailed-exitcode --report-json plan.json
+      cargoship engine-config-sync -i inventory/ --confirm -w 25% --vault-id prod@prompt
     """
     execute(
         "engine-config-sync",
@@ -241,13 +302,25 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
 
 @main.group()
 def phase() -> None:
-    """List the phases, or run one phase alone."""
+    """List the phases, or run one phase alone.
+
+    \b
+    Examples:
+      cargoship phase list
+      cargoship phase run host_facts -i inventory/
+    """
 
 
 @phase.command("list")
 @click.option("--json", "as_json", is_flag=True, help="As JSON, for scripts.")
 def phase_list(as_json):
-    """Every phase of every operation, in order, with its dry-run behaviour and hook points."""
+    """Every phase of every operation, in order, with its dry-run behaviour and hook points.
+
+    \b
+    Examples:
+      cargoship phase list
+      cargoship phase list --json | jq -r '.[].name'
+    """
     declared = phases()
     if as_json:
         click.echo(json.dumps([{**p, "hook_points": phase_hook_points(p)} for p in declared], indent=2))
@@ -265,8 +338,19 @@ def phase_list(as_json):
         )
 
 
+def complete_phase(ctx, param, incomplete: str):
+    """Shell completion of phase names."""
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(p["name"], help=p["title"]) for p in phases() if p["name"].startswith(incomplete)]
+
+
+def read_only(name: str) -> bool:
+    return any(p["name"] == name and p["dry_run_label"] == "runs, reads only" for p in phases())
+
+
 @phase.command("run")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_phase)
 @run_options
 @click.option(
     "--force",
@@ -277,7 +361,17 @@ def phase_list(as_json):
     "--keep-existing", is_flag=True, help="kubeconfig: keep an existing entry of the same name instead of replacing it."
 )
 def phase_run(name, force, keep_existing, **run):
-    """Run phase NAME alone, with the read-only phases it needs and, if it changes hosts, the lock around it."""
+    """Run phase NAME alone, with the read-only phases it needs and, if it changes hosts, the lock around it.
+
+    A read-only phase (host_facts, detect_os...) runs without --confirm.
+
+    \b
+    Examples:
+      cargoship phase run host_facts -i inventory/
+      cargoship phase run sync_worker -i inventory/ --dry-run --diff
+      cargoship phase run sync_worker -i inventory/ --confirm --limit 'worker-0*'
+      cargoship phase run kubeconfig -i inventory/ --confirm --keep-existing
+    """
     known = [p["name"] for p in phases()]
     if name not in known:
         errors.print(f"unknown phase {name!r}; the phases are: {', '.join(known)} (see `cargoship phase list`)")
@@ -290,7 +384,7 @@ def phase_run(name, force, keep_existing, **run):
         "cargoship_kubeconfig_update": name == "kubeconfig",
         "cargoship_label_nodes": name == "label_nodes",
     }
-    execute(f"phase {name}", extravars, **run)
+    execute(f"phase {name}", extravars, changes_hosts=not read_only(name), **run)
 
 
 def execute(
@@ -303,21 +397,31 @@ def execute(
     work_concurrency,
     limit,
     vault_password_file,
+    vault_ids,
+    show_diff,
+    output,
     report_json,
     keep_artifacts,
     detailed_exitcode,
     verbose,
     extra_vars=(),
+    changes_hosts=True,
 ):
     """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
     user_vars, user_var_files = parse_extra_vars(extra_vars)
-    if not dry_run and not confirm:
+    if output == "auto":
+        output = "table" if sys.stdout.isatty() else "plain"
+    if output == "plain":
+        # Not a terminal: lines as long as they are, never folded at 80 columns.
+        console.soft_wrap = True
+    if not dry_run and not confirm and changes_hosts:
         if not sys.stdin.isatty():
             errors.print("a real run changes hosts: pass --confirm (or use --dry-run to see what would change)")
             sys.exit(EXIT_USAGE)
         if not click.confirm("This may restart the engine on drifted nodes. Continue?", default=False):
             sys.exit(EXIT_USAGE)
-    check_inventory(inventory)
+    for source in inventory:
+        check_inventory(source)
     extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
     if report_json == Path("-"):
         console.file = sys.stderr  # standard output carries the JSON report alone
@@ -333,23 +437,29 @@ def execute(
         keep_artifacts,
         user_vars,
         user_var_files,
+        vault_ids,
     )
-    console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {inventory}")
-    progress = Progress()
+    names = ", ".join(str(path) for path in inventory)
+    console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {names}", markup=False)
+    progress = Progress(verbose)
     outcome = run_playbook(options, progress)
     lost = {} if outcome.interrupted else lost_nodes(options, outcome.run_id, progress)
     if outcome.report:
         if lost:
             outcome.report["nodes_left_mid_sync"] = lost
-        render_report(outcome.report)
+        render_report(outcome.report, output)
+        if show_diff:
+            console.out(report_diffs(outcome.report) or "(no file changes)", highlight=False)
         if report_json:
             write_report(outcome.report, report_json)
     if outcome.artifacts:
         errors.print(f"the run's ansible-runner directory is kept in {outcome.artifacts}", markup=False)
     if not outcome.report and not outcome.interrupted:
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
-        for line in outcome.ansible_errors or ["(no error message; rerun with -v for details)"]:
+        for line in outcome.ansible_errors or ["(no error message; rerun with -v to see Ansible's output)"]:
             errors.print(f"  {line}", markup=False)
+    if outcome.log:
+        errors.print(f"Ansible's output of this run is kept in {outcome.log}", markup=False)
     for node, state in lost.items():
         errors.print(
             f"{node} was lost in the middle of its sync, during '{state['lost_during']}'. {state['state']}. "
@@ -443,7 +553,7 @@ def lost_nodes(options: RunOptions, run_id: str, progress: Progress) -> dict[str
             "state": "Done before: " + ("; ".join(done) if done else "nothing (the drain had just started)"),
             "resume": (
                 "It stays cordoned. After repair, rerun engine-config-sync: it finishes the node and gives it back. "
-                f"To put it back as it was instead: `ansible-playbook -i {options.inventory} cargoship.engine.recover "
+                f"To put it back as it was instead: `ansible-playbook {options.inventory_args()} cargoship.engine.recover "
                 f"-e cargoship_run_id={run_id} --limit {node}`"
             ),
         }
@@ -475,6 +585,7 @@ def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
         options.vault_password_file,
         user_vars=options.user_vars,
         user_var_files=options.user_var_files,
+        vault_ids=options.vault_ids,
     )
     states: dict[str, str] = {}
 
@@ -492,7 +603,7 @@ def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
             errors.print(
                 f"  {node}: NOT recovered{' (stopped by Ctrl-C)' if outcome.interrupted else ''}. It may be cordoned, its engine "
                 f"stopped or its files new. To resume: rerun engine-config-sync, or run the recovery alone with "
-                f"`ansible-playbook -i {options.inventory} cargoship.engine.recover -e cargoship_run_id={run_id} --limit {node}`"
+                f"`ansible-playbook {options.inventory_args()} cargoship.engine.recover -e cargoship_run_id={run_id} --limit {node}`"
             )
 
 
@@ -508,6 +619,7 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
         options.vault_password_file,
         user_vars=options.user_vars,
         user_var_files=options.user_var_files,
+        vault_ids=options.vault_ids,
     )
     outcome = run_playbook(cleanup)
     if outcome.rc == 0:
@@ -519,13 +631,33 @@ def release_own_locks(options: RunOptions, run_id: str) -> None:
 
 
 @main.command()
-@click.option("-i", "--inventory", required=True, type=click.Path(exists=True, path_type=Path))
+@click.option("-i", "--inventory", required=True, multiple=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--limit", help="Only these hosts.")
 @click.option("--vault-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--vault-id", "vault_ids", multiple=True, metavar="[LABEL@]SOURCE", help="As for a run.")
 @click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|YAML|@FILE", help="As for a run.")
-def unlock(inventory, limit, vault_password_file, extra_vars):
-    """Break the cargoship lock on the hosts, whoever holds it."""
-    check_inventory(inventory)
+@click.option("-y", "--yes", is_flag=True, help="Do not ask: break the locks.")
+def unlock(inventory, limit, vault_password_file, vault_ids, extra_vars, yes):
+    """Break the cargoship lock on the hosts, whoever holds it.
+
+    A run that still holds a lock may be working on a node: break a lock only when you know its run is
+    gone. It asks first, unless --yes.
+
+    \b
+    Examples:
+      cargoship unlock -i inventory/ --limit worker-03
+      cargoship unlock -i inventory/ --yes
+    """
+    if not yes:
+        if not sys.stdin.isatty():
+            errors.print("unlock breaks locks another run may still hold: pass --yes to confirm")
+            sys.exit(EXIT_USAGE)
+        if not click.confirm(
+            f"Break the cargoship locks on {limit or 'every host'}, whoever holds them?", default=False
+        ):
+            sys.exit(EXIT_USAGE)
+    for source in inventory:
+        check_inventory(source)
     user_vars, user_var_files = parse_extra_vars(extra_vars)
     outcome = run_playbook(
         RunOptions(
@@ -538,6 +670,7 @@ def unlock(inventory, limit, vault_password_file, extra_vars):
             vault_password_file,
             user_vars=user_vars,
             user_var_files=user_var_files,
+            vault_ids=vault_ids,
         )
     )
     if outcome.rc != 0:
@@ -545,6 +678,8 @@ def unlock(inventory, limit, vault_password_file, extra_vars):
             "unlock failed on some hosts"
             + (f" (unreachable: {', '.join(outcome.unreachable)})" if outcome.unreachable else "")
         )
+        if outcome.log:
+            errors.print(f"Ansible's output of this run is kept in {outcome.log}", markup=False)
         sys.exit(EXIT_UNREACHABLE if outcome.unreachable else EXIT_FAILED)
     console.print("locks released")
 
@@ -564,4 +699,7 @@ def run() -> None:
         sys.exit(EXIT_USAGE)
     except click.ClickException as exc:
         exc.show()
+        sys.exit(EXIT_FAILED)
+    except CollectionNotFound as exc:
+        errors.print(f"cargoship: {exc}", markup=False)
         sys.exit(EXIT_FAILED)

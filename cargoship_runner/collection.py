@@ -1,21 +1,84 @@
-"""Where the cargoship.engine collection lives, so ansible-runner finds it without ansible-galaxy."""
+"""Where the cargoship.engine collection lives, and the collection path a run gets.
+
+The collection is found, in this order:
+
+1. inside this package (``cargoship_runner/_collection``), where a built wheel carries it;
+2. in the checkout this package runs from (``pip install -e .``), through ``.collections``;
+3. on Ansible's own collection path (``ANSIBLE_COLLECTIONS_PATH`` or ``collections_path`` of ansible.cfg),
+   for a collection installed with ``ansible-galaxy``; its version must be this command's.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-CHECKOUT = Path(__file__).resolve().parent.parent
-COLLECTIONS_PATH = CHECKOUT / ".collections"
+from cargoship_runner import __version__
+
+PACKAGE = Path(__file__).resolve().parent
+CHECKOUT = PACKAGE.parent
+BUNDLED = PACKAGE / "_collection"
+CHECKOUT_PATH = CHECKOUT / ".collections"
+COLLECTION = Path("ansible_collections") / "cargoship" / "engine"
 
 
-def collections_path() -> Path:
+class CollectionNotFound(RuntimeError):
+    """The collection is nowhere this command looks, or only in a version that is not its own."""
+
+
+def galaxy_version(root: Path) -> str | None:
+    """The version a collection's galaxy.yml (or MANIFEST.json, once built by ansible-galaxy) declares."""
+    import json
+
+    import yaml
+
+    if (root / "MANIFEST.json").is_file():
+        return json.loads((root / "MANIFEST.json").read_text())["collection_info"]["version"]
+    if (root / "galaxy.yml").is_file():
+        return str(yaml.safe_load((root / "galaxy.yml").read_text()).get("version"))
+    return None
+
+
+def user_collections_paths(config: Path | None = None) -> list[str]:
+    """The collection path ansible-playbook started here would use: the environment, else ansible.cfg
+    (relative entries resolved against the file's directory), else Ansible's default."""
+    from ansible.config.manager import ConfigManager
+
+    manager = ConfigManager(conf_file=str(config) if config else None)
+    return [str(Path(p).expanduser()) for p in manager.get_config_value("COLLECTIONS_PATHS") or []]
+
+
+def collections_path(config: Path | None = None) -> Path:
     """The directory holding ``ansible_collections/cargoship/engine`` for this installation."""
-    if not (COLLECTIONS_PATH / "ansible_collections" / "cargoship" / "engine" / "galaxy.yml").exists():
-        raise FileNotFoundError(
-            f"cargoship.engine collection not found under {COLLECTIONS_PATH}; "
-            "install cargoship from a checkout of its repository (pip install -e .)"
-        )
-    return COLLECTIONS_PATH
+    for candidate in (BUNDLED, CHECKOUT_PATH):
+        if (candidate / COLLECTION / "galaxy.yml").is_file() or (candidate / COLLECTION / "MANIFEST.json").is_file():
+            return candidate
+    looked = [str(BUNDLED), str(CHECKOUT_PATH)]
+    for entry in user_collections_paths(config):
+        root = Path(entry) / COLLECTION
+        version = galaxy_version(root)
+        if version is None:
+            looked.append(entry)
+            continue
+        if version != __version__:
+            raise CollectionNotFound(
+                f"the cargoship.engine collection in {entry} is version {version}, this cargoship command is "
+                f"{__version__}: install the same version of both (pip install cargoship=={version}, or "
+                f"ansible-galaxy collection install cargoship.engine:=={__version__})"
+            )
+        return Path(entry)
+    raise CollectionNotFound(
+        "the cargoship.engine collection was not found (looked in: " + ", ".join(looked) + "). Install cargoship "
+        "from its wheel (pip install cargoship), which carries it, or install the collection on Ansible's "
+        f"collection path: ansible-galaxy collection install cargoship.engine:=={__version__}"
+    )
+
+
+def run_collections_path(config: Path | None = None) -> str:
+    """ANSIBLE_COLLECTIONS_PATH for a run: ours in front, then the user's, so that their hook modules and
+    inventory plugins from other collections are found as ansible-playbook would find them."""
+    ours = str(collections_path(config))
+    return os.pathsep.join(dict.fromkeys([ours, *user_collections_paths(config)]))
 
 
 def _plugin_utils():
@@ -38,6 +101,16 @@ def phases(operation: str | None = None) -> list[dict]:
 def phase_lines(phase: dict) -> list[str]:
     """The report's lines for one phase, as the callback's table shows them."""
     return _plugin_utils()[1].phase_lines(phase)
+
+
+def report_text(report: dict) -> str:
+    """The report as a plain-text table (one line per phase, never folded), as ansible-playbook shows it."""
+    return _plugin_utils()[1].render_text(report)
+
+
+def report_diffs(report: dict) -> str:
+    """Every host's masked file diffs of the report, as ``--diff`` shows them."""
+    return _plugin_utils()[1].render_diffs(report)
 
 
 def phase_hook_points(phase: dict) -> list[str]:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import ansible_runner
 
-from cargoship_runner.collection import collections_path
+from cargoship_runner.collection import collections_path, run_collections_path
 
 # Keepalives, so that a cut connection fails its node in about 45 s instead of after minutes of TCP
 # retries. They are appended to the user's ssh_args: ssh takes the first value of an option, so a
@@ -44,7 +44,8 @@ EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE
 @dataclass
 class RunOptions:
     playbook: str
-    inventory: Path
+    # One inventory source or several (-i repeated), as ansible-playbook takes them.
+    inventory: Path | tuple[Path, ...]
     dry_run: bool = False
     limit: str | None = None
     forks: int | None = None
@@ -58,6 +59,15 @@ class RunOptions:
     # -e @FILE: given to ansible-playbook by path, so that its content (vaulted or not) is read by Ansible
     # alone and never copied into the run's directory.
     user_var_files: tuple = ()
+    vault_ids: tuple = ()  # --vault-id values, passed on as they are
+
+    @property
+    def inventories(self) -> tuple[Path, ...]:
+        return tuple(self.inventory) if isinstance(self.inventory, (tuple, list)) else (self.inventory,)
+
+    def inventory_args(self) -> str:
+        """The inventory as an ansible-playbook command line names it, for the commands we print."""
+        return " ".join(f"-i {shlex.quote(str(path))}" for path in self.inventories)
 
 
 @dataclass
@@ -72,6 +82,7 @@ class RunOutcome:
     ansible_errors: list[str] = field(default_factory=list)
     artifacts: Path | None = None  # the run's directory, when kept
     keeper_stop: str | None = None  # why the lock keeper stopped the run, if it did
+    log: Path | None = None  # Ansible's own output of a run that failed, kept (source excerpts withheld)
 
 
 def playbook_path(name: str) -> Path:
@@ -129,11 +140,14 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     config = ansible_cfg()
     cmdline = ["--check", "--diff"] if options.dry_run else []
     if options.vault_password_file:
-        cmdline += ["--vault-password-file", str(options.vault_password_file)]
+        cmdline += ["--vault-password-file", shlex.quote(str(options.vault_password_file))]
+    for vault_id in options.vault_ids:
+        cmdline += ["--vault-id", shlex.quote(vault_id)]
     for path in options.user_var_files:
         cmdline += ["--extra-vars", shlex.quote(f"@{path}")]
     envvars = {
-        "ANSIBLE_COLLECTIONS_PATH": str(collections_path()),
+        # Ours in front of the user's own collection path, which stays (their hooks and inventory plugins).
+        "ANSIBLE_COLLECTIONS_PATH": run_collections_path(config),
         "ANSIBLE_CALLBACKS_ENABLED": "cargoship.engine.report",
         # ansible-runner turns host key checking off unless told otherwise; cargoship keeps it on.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
@@ -159,7 +173,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(private),
             playbook=str(playbook_path(options.playbook)),
-            inventory=str(options.inventory.resolve()),
+            inventory=[str(path.resolve()) for path in options.inventories],
             cmdline=" ".join(cmdline) or None,
             envvars=envvars,
             extravars={**options.user_vars, **options.extravars},
@@ -176,6 +190,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         thread.join()
         report = json.loads(report_path.read_text()) if report_path.exists() else None
         unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
+        failed = runner.rc != 0 or report is None or interrupted.is_set()
         return RunOutcome(
             runner.rc if runner.rc is not None else 1,
             report,
@@ -185,6 +200,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             [] if report else error_lines(runner),
             private if options.keep_artifacts else None,
             (private / "keeper-stop.txt").read_text().strip() if (private / "keeper-stop.txt").exists() else None,
+            keep_log(runner, run_id, options.playbook) if failed else None,
         )
     finally:
         for sig, handler in previous.items():
@@ -194,6 +210,48 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
+# Under an error, Ansible quotes the lines of the user's file it points at (Origin: file:line:column): a
+# line number and the line, then a caret. The file may be a vars file holding a credential.
+SOURCE_LINE = re.compile(r"^\s*(\d+\s|\^)")
+WITHHELD_SOURCE = "  (the quoted source lines are withheld: they may hold a credential)"
+
+
+def masked_output(text: str) -> str:
+    """Ansible's output as the command shows or keeps it: no colour codes, and the source lines Ansible
+    quotes under an error withheld. Module arguments and results are masked by Ansible itself (no_log)."""
+    lines, quoting = [], False
+    for line in ANSI.sub("", text).splitlines():
+        if line.strip().startswith("Origin:"):
+            quoting = True
+            lines.append(line)
+            continue
+        if quoting and (not line.strip() or SOURCE_LINE.match(line)):
+            if lines[-1] != WITHHELD_SOURCE and line.strip():
+                lines.append(WITHHELD_SOURCE)
+            continue
+        quoting = False
+        lines.append(line)
+    return "\n".join(lines) + ("\n" if text.endswith("\n") else "")
+
+
+def log_directory() -> Path:
+    """Where failed runs' logs are kept: $XDG_STATE_HOME/cargoship/logs (~/.local/state/cargoship/logs)."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "cargoship" / "logs"
+
+
+def keep_log(runner, run_id: str, playbook: str) -> Path | None:
+    """Ansible's output of a run that did not succeed, kept private (0600 in a 0700 directory)."""
+    source = Path(runner.config.artifact_dir) / "stdout"
+    if not source.is_file():
+        return None
+    directory = log_directory()
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    target = directory / f"{run_id}-{playbook}.log"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(masked_output(source.read_text(errors="replace")))
+    return target
 
 
 def error_lines(runner) -> list[str]:
@@ -203,7 +261,7 @@ def error_lines(runner) -> list[str]:
         text = runner.stdout.read()
     except (OSError, AttributeError):
         return []
-    lines = [ANSI.sub("", line).strip() for line in text.splitlines()]
+    lines = [line.strip() for line in masked_output(text).splitlines()]
     return [line for line in lines if line.startswith(("[ERROR]", "ERROR!", "Origin:"))]
 
 

@@ -24,6 +24,7 @@ OPTIONS = {
     "cargoship_profile": "profile",
     "cargoship_work_concurrency": "concurrency",
     "cargoship_api_kubeconfig": "str",
+    "cargoship_api_context": "str",
     "cargoship_kubeconfig_update": "bool",
     "cargoship_kubeconfig_path": "str",
     "cargoship_cluster_name": "str",

@@ -41,6 +41,7 @@ author:
 extends_documentation_fragment:
   - cargoship.engine._attributes
   - cargoship.engine._attributes.no_diff
+  - cargoship.engine._kube_access
 requirements:
   - kubernetes (Python client)
 options:
@@ -61,10 +62,6 @@ options:
     type: str
     required: true
     choices: [drained, uncordoned, ready, labeled, released, safe_to_stop, known]
-  kubeconfig:
-    description: Path of the kubeconfig on the control host.
-    type: path
-    required: true
   timeout:
     description: Seconds to wait for the drain or for Ready before failing.
     type: int
@@ -160,8 +157,10 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
+
 try:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.rest import ApiException
 
     HAS_KUBERNETES = True
@@ -503,7 +502,7 @@ def main() -> None:
             },
             "node_of": {"type": "dict"},
             "owner": {"type": "str"},
-            "kubeconfig": {"type": "path", "required": True},
+            **ARGUMENT_SPEC,
             "timeout": {"type": "int", "default": 300},
             "retry_delay": {"type": "int", "default": 5},
             "ignore_daemonsets": {"type": "bool", "default": True},
@@ -530,9 +529,11 @@ def main() -> None:
         if not p[needed]:
             module.fail_json(msg=f"{p['state']} needs {needed} ({meaning})")
         try:
-            check(client.CoreV1Api(config.new_client_from_config(p["kubeconfig"])), module)
+            check(client.CoreV1Api(api_client(p)), module)
         except ApiException as exc:
             module.fail_json(msg=f"{failure}: {api_message(exc)}")
+        except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
+            module.fail_json(msg=f"{failure}: cannot reach the Kubernetes API with {describe(p)}: {exc}")
     if p["name"] and p["names"]:
         module.fail_json(msg="name and names are mutually exclusive (but with safe_to_stop)")
     if several:
@@ -542,7 +543,7 @@ def main() -> None:
     elif p["state"] == "released":
         module.fail_json(msg="released works on names")
     try:
-        core = client.CoreV1Api(config.new_client_from_config(p["kubeconfig"]))
+        core = client.CoreV1Api(api_client(p))
         if p["names"] is not None and p["state"] == "drained":
             by_node = {name: drain(core, module, core.read_node(name)) for name in p["names"]}
             module.exit_json(changed=any(by_node.values()), by_node=by_node)
@@ -562,7 +563,7 @@ def main() -> None:
         module.fail_json(msg=f"cannot read node {p['name']}: {exc.status} {exc.reason}")
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
         module.fail_json(
-            msg=f"cannot reach the Kubernetes API with {p['kubeconfig']}: {exc}", exception=traceback.format_exc()
+            msg=f"cannot reach the Kubernetes API with {describe(p)}: {exc}", exception=traceback.format_exc()
         )
 
     changes: list[str] = []

@@ -23,6 +23,7 @@ author:
 extends_documentation_fragment:
   - cargoship.engine._attributes
   - cargoship.engine._attributes.no_diff
+  - cargoship.engine._kube_access
 requirements:
   - kubernetes (Python client)
 options:
@@ -36,10 +37,6 @@ options:
     type: list
     elements: str
     default: []
-  kubeconfig:
-    description: Path of the kubeconfig on the control host.
-    type: path
-    required: true
 """
 
 EXAMPLES = r"""
@@ -63,10 +60,12 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
+
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import MANAGED_BY, chart_addon_name
 
 try:
-    from kubernetes import client, config
+    from kubernetes import client
     from kubernetes.client.rest import ApiException
 
     HAS_KUBERNETES = True
@@ -83,7 +82,7 @@ def main() -> None:
         argument_spec={
             "state": {"type": "str", "default": "pruned", "choices": ["pruned"]},
             "keep": {"type": "list", "elements": "str", "default": []},
-            "kubeconfig": {"type": "path", "required": True},
+            **ARGUMENT_SPEC,
         },
         supports_check_mode=True,
     )
@@ -92,7 +91,7 @@ def main() -> None:
     keep = {tuple(entry.split("/", 1)) for entry in module.params["keep"]}
     changes = []
     try:
-        custom = client.CustomObjectsApi(config.new_client_from_config(module.params["kubeconfig"]))
+        custom = client.CustomObjectsApi(api_client(module.params))
         found = custom.list_cluster_custom_object(
             "helm.cattle.io", "v1", "helmchartconfigs", label_selector=SELECTOR
         ).get("items", [])
@@ -115,7 +114,7 @@ def main() -> None:
         module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
         module.fail_json(
-            msg=f"cannot reach the Kubernetes API with {module.params['kubeconfig']}: {exc}",
+            msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}",
             exception=traceback.format_exc(),
         )
     module.exit_json(changed=bool(changes), changes=changes)

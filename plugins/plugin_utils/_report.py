@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases, plan
 
+# The report's format: raised when a field is removed or changes meaning (docs/report.schema.json).
+SCHEMA_VERSION = 1
 HOOKS = "hooks"  # what the callback passes for a task of the hooks role outside any phase role
 CLUSTER_READY = "cluster_ready"
 
@@ -131,7 +133,13 @@ class RunReport:
                 {**{k: phase[k] for k in ("name", "title", "dry_run_label")}, "status": status, "hosts": hosts}
             )
         work_found = any(p["status"] == "would run" and not self.by_name[p["name"]]["housekeeping"] for p in phases)
-        report = {"operation": self.operation, "dry_run": self.dry_run, "work_found": work_found, "phases": phases}
+        report = {
+            "schema_version": SCHEMA_VERSION,
+            "operation": self.operation,
+            "dry_run": self.dry_run,
+            "work_found": work_found,
+            "phases": phases,
+        }
         if self.selected:
             report["selected_phase"] = self.selected
         if self.nodes:
@@ -171,6 +179,18 @@ def phase_lines(phase: dict) -> list[str]:
     if not lines and phase["status"] in ("unassessed", "skipped") and phase["hosts"]:
         lines.append(next(iter(phase["hosts"].values())).get("messages", [""])[0])
     return lines
+
+
+def render_diffs(report: dict) -> str:
+    """The masked diff of every file change in the report, per phase and host, as unified diffs."""
+    blocks = []
+    for phase in report["phases"]:
+        for host, detail in phase["hosts"].items():
+            for change in detail["changes"]:
+                if isinstance(change, dict) and change.get("diff"):
+                    diff = change["diff"] if change["diff"].endswith("\n") else change["diff"] + "\n"
+                    blocks.append(f"# {phase['name']} on {host}: {change['action']} {change['file']}\n{diff}")
+    return "".join(blocks)
 
 
 def render_text(report: dict) -> str:

@@ -1,0 +1,52 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    # How the control-host modules reach the Kubernetes API: kubernetes.core's options and variables.
+    DOCUMENTATION = r"""
+options:
+  kubeconfig:
+    description:
+      - Path of the kubeconfig on the control host.
+      - If not given, E(K8S_AUTH_KUBECONFIG), else the files of E(KUBECONFIG) (merged, as kubectl does),
+        else C(~/.kube/config); with none of them and no O(host), the in-cluster service account.
+    type: path
+  context:
+    description:
+      - The kubeconfig context to use instead of its current context.
+      - If not given, E(K8S_AUTH_CONTEXT).
+    type: str
+  host:
+    description:
+      - URL of the API server, overriding the kubeconfig's (or used without one).
+      - If not given, E(K8S_AUTH_HOST).
+    type: str
+  api_key:
+    description:
+      - Bearer token for the API.
+      - If not given, E(K8S_AUTH_API_KEY).
+    type: str
+  ca_cert:
+    description:
+      - CA certificate file that signed the API server's certificate.
+      - If not given, E(K8S_AUTH_SSL_CA_CERT).
+    type: path
+  client_cert:
+    description:
+      - Client certificate file.
+      - If not given, E(K8S_AUTH_CERT_FILE).
+    type: path
+  client_key:
+    description:
+      - Client key file.
+      - If not given, E(K8S_AUTH_KEY_FILE).
+    type: path
+  validate_certs:
+    description:
+      - Whether to check the API server's certificate.
+      - If not given, E(K8S_AUTH_VERIFY_SSL); else what the kubeconfig says (checked by default).
+    type: bool
+"""

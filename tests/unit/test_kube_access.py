@@ -1,0 +1,150 @@
+"""The control-host modules find the API as kubernetes.core's modules do: option, K8S_AUTH_*, KUBECONFIG."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from ansible.module_utils.basic import env_fallback
+
+from ansible_collections.cargoship.engine.plugins.module_utils import _kube_access as ka
+
+
+def kubeconfig(path, *servers, current=None):
+    """A kubeconfig with one context per server, named c0, c1..., each with its own token."""
+    names = [f"c{i}" for i in range(len(servers))]
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": n, "cluster": {"server": s}} for n, s in zip(names, servers)],
+                "users": [{"name": n, "user": {"token": f"token-{n}"}} for n in names],
+                "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in names],
+                "current-context": current or names[0],
+            }
+        )
+    )
+    return path
+
+
+def bearer(configuration) -> str:
+    """The Authorization header the client sends."""
+    return configuration.auth_settings()["BearerToken"]["value"]
+
+
+def params(**given):
+    """The module's parameters as Ansible resolves them: given, else the environment fallback."""
+    resolved = {}
+    for name, spec in ka.ARGUMENT_SPEC.items():
+        value = given.get(name)
+        if value is None:
+            try:
+                value = spec["fallback"][0](*spec["fallback"][1])
+            except Exception:  # AnsibleFallbackNotFound: not in the environment
+                value = None
+        resolved[name] = value
+    return resolved
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch, tmp_path):
+    for name in ["KUBECONFIG", *(v for spec in ka.ARGUMENT_SPEC.values() for v in spec["fallback"][1])]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def test_the_fallbacks_are_kubernetes_cores_variable_names():
+    assert {name: spec["fallback"][1][0] for name, spec in ka.ARGUMENT_SPEC.items()} == {
+        "kubeconfig": "K8S_AUTH_KUBECONFIG",
+        "context": "K8S_AUTH_CONTEXT",
+        "host": "K8S_AUTH_HOST",
+        "api_key": "K8S_AUTH_API_KEY",
+        "ca_cert": "K8S_AUTH_SSL_CA_CERT",
+        "client_cert": "K8S_AUTH_CERT_FILE",
+        "client_key": "K8S_AUTH_KEY_FILE",
+        "validate_certs": "K8S_AUTH_VERIFY_SSL",
+    }
+    assert all(spec["fallback"][0] is env_fallback for spec in ka.ARGUMENT_SPEC.values())
+    assert ka.ARGUMENT_SPEC["api_key"]["no_log"] is True
+
+
+def test_kubeconfig_comes_from_kubeconfig_env_and_several_files_are_merged(tmp_path, monkeypatch):
+    first = kubeconfig(tmp_path / "a.yaml", "https://first:6443")
+    second = tmp_path / "b.yaml"
+    second.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "other", "cluster": {"server": "https://second:6443"}}],
+                "users": [{"name": "other", "user": {"token": "t2"}}],
+                "contexts": [{"name": "other", "context": {"cluster": "other", "user": "other"}}],
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
+    assert ka.api_client(params()).configuration.host == "https://first:6443"
+    merged = ka.api_client(params(context="other")).configuration
+    assert merged.host == "https://second:6443"
+    assert bearer(merged) == "Bearer t2"
+
+
+def test_the_option_wins_over_k8s_auth_kubeconfig_which_wins_over_kubeconfig(tmp_path, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig(tmp_path / "env.yaml", "https://from-kubeconfig:6443")))
+    monkeypatch.setenv("K8S_AUTH_KUBECONFIG", str(kubeconfig(tmp_path / "k8s.yaml", "https://from-k8s-auth:6443")))
+    assert ka.api_client(params()).configuration.host == "https://from-k8s-auth:6443"
+    option = kubeconfig(tmp_path / "opt.yaml", "https://from-option:6443")
+    assert ka.api_client(params(kubeconfig=str(option))).configuration.host == "https://from-option:6443"
+
+
+def test_a_context_picks_its_cluster_and_user(tmp_path, monkeypatch):
+    path = kubeconfig(tmp_path / "k.yaml", "https://zero:6443", "https://one:6443")
+    monkeypatch.setenv("K8S_AUTH_CONTEXT", "c1")
+    configuration = ka.api_client(params(kubeconfig=str(path))).configuration
+    assert configuration.host == "https://one:6443"
+    assert bearer(configuration) == "Bearer token-c1"
+    assert "context c1" in ka.describe(params(kubeconfig=str(path)))
+
+
+def test_an_unknown_context_is_an_error_naming_it(tmp_path):
+    path = kubeconfig(tmp_path / "k.yaml", "https://zero:6443")
+    with pytest.raises(Exception, match="nope"):
+        ka.api_client(params(kubeconfig=str(path), context="nope"))
+
+
+def test_k8s_auth_host_and_token_stand_alone_without_a_kubeconfig(tmp_path, monkeypatch):
+    ca = tmp_path / "ca.crt"
+    ca.write_text("not read until a connection is made")
+    monkeypatch.setenv("K8S_AUTH_HOST", "https://api.example:6443")
+    monkeypatch.setenv("K8S_AUTH_API_KEY", "sekret")
+    monkeypatch.setenv("K8S_AUTH_SSL_CA_CERT", str(ca))
+    monkeypatch.setenv("K8S_AUTH_VERIFY_SSL", "false")
+    resolved = params()
+    assert resolved["validate_certs"] == "false"  # Ansible converts it to a bool for the module
+    resolved["validate_certs"] = False
+    configuration = ka.api_client(resolved).configuration
+    assert configuration.host == "https://api.example:6443"
+    assert bearer(configuration) == "Bearer sekret"
+    assert configuration.ssl_ca_cert == str(ca)
+    assert configuration.verify_ssl is False
+    assert ka.describe(resolved) == "host https://api.example:6443"
+    assert "sekret" not in ka.describe(resolved)
+
+
+def test_k8s_auth_host_overrides_the_kubeconfigs_server(tmp_path):
+    path = kubeconfig(tmp_path / "k.yaml", "https://zero:6443")
+    configuration = ka.api_client(params(kubeconfig=str(path), host="https://override:6443")).configuration
+    assert configuration.host == "https://override:6443"
+    assert bearer(configuration) == "Bearer token-c0"
+    replaced = ka.api_client(params(kubeconfig=str(path), api_key="other")).configuration
+    assert bearer(replaced) == "Bearer other"
+    assert bearer(configuration) == "Bearer token-c0"
+
+
+def test_a_missing_kubeconfig_is_named(tmp_path):
+    with pytest.raises(ValueError, match="no kubeconfig file at .*missing.yaml"):
+        ka.api_client(params(kubeconfig=str(tmp_path / "missing.yaml")))
+
+
+def test_without_any_kubeconfig_or_host_the_in_cluster_account_is_tried(tmp_path):
+    # No ~/.kube/config, no KUBECONFIG: only a pod's service account is left, and this is no pod.
+    with pytest.raises(Exception, match="[Ss]ervice"):
+        ka.api_client(params())
