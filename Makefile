@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
 
-.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog clean docs molecule
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog compat dist clean docs molecule
 
 help:
 	@echo "make demo    - bring up local test hosts and run the main job on them"
@@ -25,6 +25,8 @@ help:
 	@echo "make lint    - ansible-lint (production profile), ruff, ansible-test sanity"
 	@echo "make molecule - the molecule scenario (lab hosts, converge, testinfra verify)"
 	@echo "make docs    - write the phase tables and role argument specs from the phase declarations"
+	@echo "make compat  - the unit tests on Python 3.12 and 3.13 with ansible-core 2.20"
+	@echo "make dist    - the wheel (collection inside) and the source distribution, in dist/"
 
 deps: apt venv
 
@@ -71,6 +73,10 @@ molecule: venv
 docs: venv
 	$(PY) -m cargoship_runner.docs
 
+# The wheel (with the collection inside) and the source distribution, into dist/.
+dist: venv
+	rm -rf dist build && $(PY) -m build --outdir dist .
+
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit $(PYTEST_ARGS)
 
@@ -105,8 +111,27 @@ sanity: venv
 	cd $(SANITY_DIR) && git init -q && git add -A && \
 	  PATH=$(CURDIR)/$(VENV)/bin:$$PATH ansible-test sanity --python 3.11 --color no --requirements
 
+# The other supported Pythons with the newer ansible-core: the unit tests in a virtualenv each (the main
+# virtualenv is Python 3.11 with ansible-core 2.19; a lab run on 2.20 is in tests/integration/test_ansible_world.py).
+# The machine's pyenv provides these Pythons; one missing is an error, not a skip.
+COMPAT_PYTHONS ?= 3.12 3.13
+COMPAT_CORE    ?= ansible-core>=2.20,<2.21
+compat: venv
+	@set -e; for v in $(COMPAT_PYTHONS); do \
+	  py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$$v.*/bin/python$$v 2>/dev/null | sort -V | tail -1); \
+	  if [ -z "$$py" ] && python$$v -c pass 2>/dev/null; then py=$$(command -v python$$v); fi; \
+	  if [ -z "$$py" ]; then echo "no Python $$v on this machine (PATH or pyenv)"; exit 1; fi; \
+	  env=.cache/compat-$$v; \
+	  test -x $$env/bin/python || $$py -m venv $$env; \
+	  $$env/bin/python -m pip install -q --upgrade pip; \
+	  $$env/bin/python -m pip install -q -e . '$(COMPAT_CORE)' pytest jsonschema ansible-builder; \
+	  echo "== Python $$v, ansible-core $$($$env/bin/python -c "import ansible.release as r; print(r.__version__)")"; \
+	  PATH=$(CURDIR)/$$env/bin:$$PATH $$env/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
+	done
+
 test: deps
 	$(MAKE) lint
+	$(MAKE) compat
 	$(MAKE) molecule
 	$(VENV)/bin/pytest tests --durations=20 $(PYTEST_ARGS)
 

@@ -45,7 +45,12 @@ def user_collections_paths(config: Path | None = None) -> list[str]:
     from ansible.config.manager import ConfigManager
 
     manager = ConfigManager(conf_file=str(config) if config else None)
-    return [str(Path(p).expanduser()) for p in manager.get_config_value("COLLECTIONS_PATHS") or []]
+    paths, origin = manager.get_config_value_and_origin("COLLECTIONS_PATHS")
+    if origin == "default":
+        # Ansible's default is a template over ANSIBLE_HOME, which only ansible.constants renders.
+        home = manager.get_config_value("ANSIBLE_HOME")
+        paths = [f"{home}/collections", "/usr/share/ansible/collections"]
+    return [str(Path(p).expanduser()) for p in paths or []]
 
 
 def collections_path(config: Path | None = None) -> Path:

@@ -168,6 +168,10 @@ def test_import_playbook_from_a_site_playbook_gives_the_same_report(fleet, tmp_p
 
 def test_unlock_breaks_a_lock_whoever_holds_it(fleet, tmp_path):
     fleet.sh("c1", 'mkdir -p /var/lib/cargoship && echo \'{"run_id": "stuck"}\' > /var/lib/cargoship/lock.json')
-    result = cargoship("unlock", "-i", str(fleet.inventory))
+    asked = cargoship("unlock", "-i", str(fleet.inventory))
+    assert asked.returncode == 64, "without a terminal to ask on, unlock needs --yes"
+    assert "pass --yes" in asked.stderr
+    assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 0
+    result = cargoship("unlock", "-i", str(fleet.inventory), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1

@@ -17,7 +17,7 @@ def kubeconfig(path, *servers, current=None):
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": n, "cluster": {"server": s}} for n, s in zip(names, servers)],
+                "clusters": [{"name": n, "cluster": {"server": s}} for n, s in zip(names, servers, strict=True)],
                 "users": [{"name": n, "user": {"token": f"token-{n}"}} for n in names],
                 "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in names],
                 "current-context": current or names[0],
@@ -140,11 +140,11 @@ def test_k8s_auth_host_overrides_the_kubeconfigs_server(tmp_path):
 
 
 def test_a_missing_kubeconfig_is_named(tmp_path):
-    with pytest.raises(ValueError, match="no kubeconfig file at .*missing.yaml"):
+    with pytest.raises(ValueError, match=r"no kubeconfig file at .*missing\.yaml"):
         ka.api_client(params(kubeconfig=str(tmp_path / "missing.yaml")))
 
 
 def test_without_any_kubeconfig_or_host_the_in_cluster_account_is_tried(tmp_path):
     # No ~/.kube/config, no KUBECONFIG: only a pod's service account is left, and this is no pod.
-    with pytest.raises(Exception, match="[Ss]ervice"):
+    with pytest.raises(Exception, match=r"[Ss]ervice"):
         ka.api_client(params())

@@ -81,3 +81,51 @@ def test_results_outside_any_phase_are_ignored():
     report = RunReport(OPERATION, dry_run=False)
     report.result("c1", None, "Something else", {"changed": True}, "changed")
     assert all(not p["hosts"] or p["status"] == "unassessed" for p in report.as_dict()["phases"])
+
+
+SCHEMA = __import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "report.schema.json"
+
+
+def varied_report(dry_run: bool) -> dict:
+    """A report with every kind of entry: file changes with diffs, plain changes, a failure, a renamed
+    node, a disabled phase, a hook stage."""
+    report = RunReport(OPERATION, dry_run=dry_run)
+    diff = "--- /etc/rancher/k3s/registries.yaml\n+++ /etc/rancher/k3s/registries.yaml\n-a: 1\n+a: 2\n"
+    for host in ("c1", "w1"):
+        report.result(host, "connect", "Ping", {"ping": "pong"}, "ok")
+        report.result(host, "distro_facts", "Known", {"renamed": {"w1": "worker-1"}}, "ok")
+    change = {"path": "/etc/rancher/k3s/registries.yaml", "action": "update", "diff": diff}
+    report.result("c1", "sync_controller", "Stage", {"changed": True, "changes": [change, "restart k3s"]}, "changed")
+    report.result("w1", "sync_worker", "Drain", {"msg": "drain refused"}, "failed")
+    report.result("c1", "kubeconfig", "m", {"cargoship_phase": {"phase": "kubeconfig", "mode": "disabled"}}, "ok")
+    report.result("c1", "hooks", "m", {"cargoship_phase": {"phase": "cluster_ready", "changes": ["hook ran"]}}, "ok")
+    return report.as_dict()
+
+
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_reports_follow_their_published_json_schema(dry_run):
+    import json
+
+    import jsonschema
+
+    schema = json.loads(SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    report = varied_report(dry_run)
+    assert report["schema_version"] == 1
+    jsonschema.validate(report, schema)
+    # The schema holds the report to its shape: a report without its version, or with a status no
+    # reader knows, is refused.
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({k: v for k, v in report.items() if k != "schema_version"}, schema)
+    report["phases"][0]["status"] = "done"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(report, schema)
+
+
+def test_diffs_are_printed_per_phase_host_and_file():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._report import render_diffs
+
+    text = render_diffs(varied_report(dry_run=True))
+    assert text.splitlines()[0] == "# sync_controller on c1: update /etc/rancher/k3s/registries.yaml"
+    assert "-a: 1\n+a: 2\n" in text
+    assert "restart k3s" not in text  # only file changes have diffs
