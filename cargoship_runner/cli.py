@@ -12,44 +12,16 @@ from pathlib import Path
 
 import click
 import yaml
-from rich.console import Console
-from rich.table import Table
 
 from cargoship_runner import __version__
-from cargoship_runner.collection import (
-    CollectionNotFound,
-    phase_hook_points,
-    phase_lines,
-    phases,
-    report_diffs,
-    report_text,
-)
+from cargoship_runner.collection import CollectionNotFound, phase_hook_points, phases
+from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, ending
+from cargoship_runner.output import console, errors
 from cargoship_runner.preflight import malformed_yaml
-from cargoship_runner.runner import (
-    DEFAULT_FORKS,
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_LOCKED,
-    EXIT_OK,
-    EXIT_UNREACHABLE,
-    EXIT_USAGE,
-    EXIT_WORK_FOUND,
-    RunOptions,
-    lock_holder_message,
-    masked_output,
-    run_playbook,
-)
-
-console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
-STATUS_STYLE = {
-    "ran": "green",
-    "would run": "yellow",
-    "nothing to do": "dim",
-    "unassessed": "magenta",
-    "skipped": "dim",
-    "failed": "bold red",
-}
+from cargoship_runner.progress import Progress
+from cargoship_runner.recovery import recover, release_own_locks
+from cargoship_runner.render import render_diffs, render_report
+from cargoship_runner.runner import DEFAULT_FORKS, RunOptions, run_playbook
 
 
 def concurrency(value: str) -> str:
@@ -76,109 +48,6 @@ def main() -> None:
     Shell completion (bash; zsh and fish alike):
       eval "$(_CARGOSHIP_COMPLETE=bash_source cargoship)"
     """
-
-
-# Task names of the node_sync role that open and close the window in which a node is not as it was.
-OPENS_NODE, CLOSES_NODE = "Drain the node", "Uncordon the node"
-PER_NODE_PHASES = {"sync_controller", "sync_worker"}
-# The steps in that window, as what a node is like once each has finished.
-NODE_STEPS = {
-    "Drain the node": "cordoned and drained by this run",
-    "Stop the engine": "engine stopped",
-    "Put the new configuration in place": "new files in place (the previous ones kept in /var/lib/cargoship/backups)",
-    "Start the engine": "engine started",
-    "Wait until the node is Ready": "node Ready",
-}
-
-
-class Progress:
-    """Live progress from ansible-runner events: each phase as it reaches each host, and failures; and
-    which nodes this run has started to drain and not yet given back (``in_flight``)."""
-
-    def __init__(self, verbose: int = 0) -> None:
-        # With -v, Ansible's own output is shown as it comes (masked), instead of the progress lines.
-        self.verbose = verbose
-        self.in_flight: set[str] = set()
-        self.locking = False  # whether the run reached its lock phase (else it holds no lock to release)
-        self.on_task: dict[str, str] = {}  # the task each host started last
-        self.steps: dict[str, list[str]] = {}  # per node in the window: the states its finished steps left
-        self.phase_names = {p["name"] for p in phases()}
-        self.current: dict[str, str] = {}
-        self.announced: set[str] = set()
-
-    def __call__(self, event: dict) -> bool:
-        data = event.get("event_data") or {}
-        host = data.get("host") or ""
-        result = data.get("res") or {}
-        kind = event.get("event")
-        task = data.get("task") or ""
-        if kind == "runner_on_start":
-            self.on_task[host] = task
-        if kind == "runner_on_start" and task == OPENS_NODE:
-            self.in_flight.add(host)
-            self.steps[host] = []
-        elif kind == "runner_on_skipped" and task == OPENS_NODE:
-            # Ansible announces a task's start before it evaluates its condition: a node with nothing to
-            # restart "starts" the drain too, and is never touched.
-            self.in_flight.discard(host)
-            self.steps.pop(host, None)
-        elif kind == "runner_on_ok" and task == CLOSES_NODE and "ready" in result:
-            self.in_flight.discard(host)
-        elif kind == "runner_on_ok" and task in NODE_STEPS and host in self.in_flight:
-            self.steps[host].append(NODE_STEPS[task])
-        role = (data.get("role") or "").rsplit(".", 1)[-1]
-        if kind == "runner_on_start" and role == "lock":
-            self.locking = True
-        if self.verbose:
-            if event.get("stdout"):
-                console.out(masked_output(event["stdout"]), highlight=False)
-            return True
-        if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
-            if self.current.get(host) != role:
-                self.current[host] = role
-                # A line per node where nodes go one by one (sync phases); a line per phase elsewhere,
-                # so that a fleet of hundreds does not print a line per host and phase.
-                if role in PER_NODE_PHASES:
-                    console.print(f"  [cyan]{role:<16}[/cyan] {host}")
-                elif role not in self.announced:
-                    self.announced.add(role)
-                    console.print(f"  [cyan]{role}[/cyan]")
-        if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
-            message = result.get("msg", "") if isinstance(result, dict) else ""
-            errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
-        return True
-
-
-def render_report(report: dict, output: str = "table") -> None:
-    """The report as a table for a terminal, or as plain lines that a CI log never folds."""
-    if output == "plain":
-        console.out(report_text(report), highlight=False)
-        return
-    table = Table(
-        title=f"cargoship {report['operation']} — {'dry run' if report['dry_run'] else 'real run'}", show_lines=False
-    )
-    for column in ("#", "phase", "dry run", "status", "hosts and changes"):
-        table.add_column(column, overflow="fold")
-    for number, phase in enumerate(report["phases"], start=1):
-        lines = phase_lines(phase)
-        style = STATUS_STYLE.get(phase["status"], "")
-        table.add_row(
-            str(number),
-            phase["name"],
-            phase["dry_run_label"],
-            f"[{style}]{phase['status']}[/{style}]",
-            "\n".join(lines),
-        )
-    for stage in report.get("stages", []):
-        style = STATUS_STYLE.get(stage["status"], "")
-        table.add_row(
-            "",
-            stage["name"],
-            "stage: hooks only",
-            f"[{style}]{stage['status']}[/{style}]",
-            "\n".join(phase_lines(stage)),
-        )
-    console.print(table)
 
 
 RUN_OPTIONS = [
@@ -276,10 +145,16 @@ def run_options(command):
 @click.option(
     "--kubeconfig/--no-kubeconfig",
     "update_kubeconfig",
-    default=False,
-    help="Write the cluster's admin kubeconfig into the local kubeconfig.",
+    default=None,
+    help="Write the cluster's admin kubeconfig into the local kubeconfig (default: cargoship_kubeconfig_update of "
+    "the inventory, else no).",
 )
-@click.option("--label-nodes", is_flag=True, help="Label each node node-role.kubernetes.io/<profile>=true.")
+@click.option(
+    "--label-nodes",
+    is_flag=True,
+    default=None,
+    help="Label each node node-role.kubernetes.io/<profile>=true (default: cargoship_label_nodes of the inventory).",
+)
 def engine_config_sync(update_kubeconfig, label_nodes, **run):
     """Bring the engine configuration of every host in line with the inventory.
 
@@ -293,11 +168,9 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
       cargoship engine-config-sync -i inventory/ --dry-run --detailed-exitcode --report-json plan.json
       cargoship engine-config-sync -i inventory/ --confirm -w 25% --vault-id prod@prompt
     """
-    execute(
-        "engine-config-sync",
-        {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes},
-        **run,
-    )
+    # Given only when asked for here: otherwise the inventory's own setting stands.
+    switches = {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes}
+    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, **run)
 
 
 @main.group()
@@ -331,7 +204,7 @@ def phase_list(as_json):
             console.print(f"  {p['order']:>2}. [cyan]{p['name']}[/cyan] — {p['title']}")
             console.print(f"      {p['description']}", soft_wrap=True)
             console.print(f"      dry run: {p['dry_run_label']}" + (f" ({p['assessment']})" if p["assessment"] else ""))
-            around = " (around each node's own restart)" if p["name"] in ("sync_controller", "sync_worker") else ""
+            around = " (around each node's own restart)" if p["per_node"] else ""
             console.print(f"      hooks{around}: {', '.join(phase_hook_points(p))}", soft_wrap=True)
         console.print(
             "  and the stage [cyan]cluster_ready[/cyan]: once, after the sync, when every node is Ready again"
@@ -376,14 +249,8 @@ def phase_run(name, force, keep_existing, **run):
     if name not in known:
         errors.print(f"unknown phase {name!r}; the phases are: {', '.join(known)} (see `cargoship phase list`)")
         sys.exit(EXIT_USAGE)
-    extravars = {
-        "cargoship_phase": name,
-        "cargoship_force": force,
-        "cargoship_kubeconfig_keep": keep_existing,
-        # Asking for these phases by name is asking for them to run.
-        "cargoship_kubeconfig_update": name == "kubeconfig",
-        "cargoship_label_nodes": name == "label_nodes",
-    }
+    # A phase asked for by name runs (kubeconfig and label_nodes included: their roles see cargoship_phase).
+    extravars = {"cargoship_phase": name, "cargoship_force": force, "cargoship_kubeconfig_keep": keep_existing}
     execute(f"phase {name}", extravars, changes_hosts=not read_only(name), **run)
 
 
@@ -443,13 +310,10 @@ def execute(
     console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {names}", markup=False)
     progress = Progress(verbose)
     outcome = run_playbook(options, progress)
-    lost = {} if outcome.interrupted else lost_nodes(options, outcome.run_id, progress)
     if outcome.report:
-        if lost:
-            outcome.report["nodes_left_mid_sync"] = lost
         render_report(outcome.report, output)
         if show_diff:
-            console.out(report_diffs(outcome.report) or "(no file changes)", highlight=False)
+            render_diffs(outcome.report)
         if report_json:
             write_report(outcome.report, report_json)
     if outcome.artifacts:
@@ -460,34 +324,29 @@ def execute(
             errors.print(f"  {line}", markup=False)
     if outcome.log:
         errors.print(f"Ansible's output of this run is kept in {outcome.log}", markup=False)
-    for node, state in lost.items():
+    for node, state in ((outcome.report or {}).get("nodes_left_mid_sync") or {}).items():
         errors.print(
-            f"{node} was lost in the middle of its sync, during '{state['lost_during']}'. {state['state']}. "
+            f"{node} was lost in the middle of its sync, during {state['lost_during']}. {state['state']}. "
             f"{state['resume']}",
             markup=False,
         )
     if outcome.keeper_stop:
         errors.print(outcome.keeper_stop, markup=False)
     if outcome.interrupted and progress.in_flight:
-        recover(options, outcome.run_id, sorted(progress.in_flight))
+        recover(options, outcome.run_id, progress.in_flight)
     if not dry_run and outcome.rc != 0 and progress.locking:
         release_own_locks(options, outcome.run_id)
-    if outcome.interrupted:
-        errors.print("interrupted")
-        sys.exit(EXIT_INTERRUPTED)
-    if outcome.unreachable:
-        errors.print(f"unreachable: {', '.join(outcome.unreachable)}")
-        sys.exit(EXIT_UNREACHABLE)
-    held = lock_holder_message(outcome.report)
-    if held:
-        errors.print(held)
-        sys.exit(EXIT_LOCKED)
-    if outcome.rc != 0 or not outcome.report:
-        # No report means nothing was looked at: never "in sync" (a CI gate would read exit 0 so).
-        sys.exit(EXIT_FAILED)
-    if dry_run and detailed_exitcode and (outcome.report or {}).get("work_found"):
-        sys.exit(EXIT_WORK_FOUND)
-    sys.exit(EXIT_OK)
+    end = ending(
+        rc=outcome.rc,
+        report=outcome.report,
+        interrupted=outcome.interrupted,
+        unreachable=outcome.unreachable,
+        dry_run=dry_run,
+        detailed_exitcode=detailed_exitcode,
+    )
+    if end.message:
+        errors.print(end.message, markup=False)
+    sys.exit(end.code)
 
 
 def parse_extra_vars(values: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
@@ -542,24 +401,6 @@ def write_report(report: dict, destination: Path) -> None:
         raise
 
 
-def lost_nodes(options: RunOptions, run_id: str, progress: Progress) -> dict[str, dict]:
-    """Nodes the run started to take down and never gave back nor put back (their connection was lost):
-    how far each got, and how to finish it."""
-    lost = {}
-    for node in sorted(progress.in_flight):
-        done = progress.steps.get(node) or []
-        lost[node] = {
-            "lost_during": progress.on_task.get(node, ""),
-            "state": "Done before: " + ("; ".join(done) if done else "nothing (the drain had just started)"),
-            "resume": (
-                "It stays cordoned. After repair, rerun engine-config-sync: it finishes the node and gives it back. "
-                f"To put it back as it was instead: `ansible-playbook {options.inventory_args()} cargoship.engine.recover "
-                f"-e cargoship_run_id={run_id} --limit {node}`"
-            ),
-        }
-    return lost
-
-
 def check_inventory(inventory: Path) -> None:
     """Malformed inventory files are named here, before Ansible starts (which would not name them)."""
     problems = malformed_yaml(inventory)
@@ -568,66 +409,6 @@ def check_inventory(inventory: Path) -> None:
     if problems:
         errors.print("nothing was run: fix the inventory first")
         sys.exit(EXIT_FAILED)
-
-
-def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
-    """After Ctrl-C (rescue blocks do not run on SIGINT): put the nodes this run had started on back as they were."""
-    errors.print(
-        f"interrupted while working on {', '.join(nodes)}: putting them back as they were (Ctrl-C again to stop)"
-    )
-    recovery = RunOptions(
-        "recover",
-        options.inventory,
-        False,
-        ",".join(nodes),
-        options.forks,
-        {"cargoship_run_id": run_id},
-        options.vault_password_file,
-        user_vars=options.user_vars,
-        user_var_files=options.user_var_files,
-        vault_ids=options.vault_ids,
-    )
-    states: dict[str, str] = {}
-
-    def collect(event: dict) -> bool:
-        data = event.get("event_data") or {}
-        if event.get("event") == "runner_on_ok" and data.get("task") == "Report the node's state":
-            states[data["host"]] = (data.get("res") or {}).get("msg", "")
-        return True
-
-    outcome = run_playbook(recovery, collect)
-    for node in nodes:
-        if node in states:
-            errors.print(f"  {states[node]}")
-        else:
-            errors.print(
-                f"  {node}: NOT recovered{' (stopped by Ctrl-C)' if outcome.interrupted else ''}. It may be cordoned, its engine "
-                f"stopped or its files new. To resume: rerun engine-config-sync, or run the recovery alone with "
-                f"`ansible-playbook {options.inventory_args()} cargoship.engine.recover -e cargoship_run_id={run_id} --limit {node}`"
-            )
-
-
-def release_own_locks(options: RunOptions, run_id: str) -> None:
-    """After a failed run the playbook never reached its unlock phase: release this run's locks now."""
-    cleanup = RunOptions(
-        "unlock",
-        options.inventory,
-        False,
-        options.limit,
-        options.forks,
-        {"cargoship_run_id": run_id},
-        options.vault_password_file,
-        user_vars=options.user_vars,
-        user_var_files=options.user_var_files,
-        vault_ids=options.vault_ids,
-    )
-    outcome = run_playbook(cleanup)
-    if outcome.rc == 0:
-        errors.print("released this run's locks")
-    else:
-        errors.print(
-            f"could not release every lock of run {run_id}; they go stale on their own, or use `cargoship unlock`"
-        )
 
 
 @main.command()

@@ -93,9 +93,19 @@ def _plugin_utils():
     path = str(collections_path())
     if path not in sys.path:
         sys.path.insert(0, path)
-    from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _phases, _report
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _node_progress, _phases, _report
 
-    return _phases, _report, _hooks
+    return _phases, _report, _hooks, _node_progress
+
+
+def report_module():
+    """The report's data and plain rendering (plugin_utils/_report.py)."""
+    return _plugin_utils()[1]
+
+
+def node_progress():
+    """A tracker of the nodes whose sync window is open (plugin_utils/_node_progress.py)."""
+    return _plugin_utils()[3].NodeProgress()
 
 
 def phases(operation: str | None = None) -> list[dict]:
@@ -106,16 +116,6 @@ def phases(operation: str | None = None) -> list[dict]:
 def phase_lines(phase: dict) -> list[str]:
     """The report's lines for one phase, as the callback's table shows them."""
     return _plugin_utils()[1].phase_lines(phase)
-
-
-def report_text(report: dict) -> str:
-    """The report as a plain-text table (one line per phase, never folded), as ansible-playbook shows it."""
-    return _plugin_utils()[1].render_text(report)
-
-
-def report_diffs(report: dict) -> str:
-    """Every host's masked file diffs of the report, as ``--diff`` shows them."""
-    return _plugin_utils()[1].render_diffs(report)
 
 
 def phase_hook_points(phase: dict) -> list[str]:

@@ -30,15 +30,6 @@ ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Ansible's own default (5) makes a fleet of hundreds wait in line; used when nothing else is set.
 DEFAULT_FORKS = 25
-EXIT_OK, EXIT_FAILED, EXIT_WORK_FOUND, EXIT_UNREACHABLE, EXIT_LOCKED, EXIT_USAGE, EXIT_INTERRUPTED = (
-    0,
-    1,
-    2,
-    3,
-    4,
-    64,
-    130,
-)
 
 
 @dataclass
@@ -263,13 +254,3 @@ def error_lines(runner) -> list[str]:
         return []
     lines = [line.strip() for line in masked_output(text).splitlines()]
     return [line for line in lines if line.startswith(("[ERROR]", "ERROR!", "Origin:"))]
-
-
-def lock_holder_message(report: dict | None) -> str | None:
-    for phase in (report or {}).get("phases", []):
-        if phase["name"] == "lock" and phase["status"] == "failed":
-            for detail in phase["hosts"].values():
-                for message in detail.get("messages", []):
-                    if "locked by" in message:
-                        return message
-    return None

@@ -34,6 +34,7 @@ options:
 
 import json
 import os
+import shlex
 import tempfile
 
 from ansible import context
@@ -54,6 +55,9 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_start(self, playbook):
         self.report = RunReport(self.get_option("operation"), bool(context.CLIARGS.get("check")))
+        sources = context.CLIARGS.get("inventory") or ()
+        if sources:
+            self.report.inventory_args = " ".join(f"-i {shlex.quote(str(s))}" for s in sources)
 
     def v2_playbook_on_play_start(self, play):
         if self.report is not None:

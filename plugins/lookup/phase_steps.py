@@ -95,7 +95,7 @@ class LookupModule(LookupBase):
         check_mode = bool(self.get_option("check_mode"))
         phases = [by_name[t] for t in terms if t in planned]
         steps = _hooks.steps(phases, hooks, lambda phase: entry_point(phase, check_mode))
-        syncs = any(name in planned for name in _hooks.AROUND_RESTART)
+        syncs = any(by_name[name]["per_node"] for name in planned)
         if self.get_option("cluster_ready") and hooks.get(_hooks.CLUSTER_READY) and syncs:
             # Every host gets the step (the same include for all); it acts on the first controller only.
             steps.insert(0, {"role": "hooks", "entry": "cluster_ready", "point": _hooks.CLUSTER_READY})

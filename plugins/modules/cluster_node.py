@@ -148,6 +148,12 @@ by_node:
   description: With O(names), each node's changes a drain would make.
   returned: with O(names)
   type: dict
+node_state:
+  description:
+    - What the node is like now, for the report and the command that follow a node's sync (V(drained),
+      V(ready) or V(uncordoned)).
+  returned: with O(name) and O(state=drained), O(state=ready) (once Ready) or O(state=uncordoned), not in check mode
+  type: str
 """
 
 import datetime
@@ -173,6 +179,8 @@ except ImportError:
 CORDONED_BY = "cargoship.io/cordoned-by"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 UNCORDON = {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}}
+# The node_state a step of a node's sync returns (plugin_utils/_node_progress.py follows them).
+NODE_STATES = {"drained": "drained", "ready": "ready", "uncordoned": "uncordoned"}
 
 
 def is_ready(node) -> bool:
@@ -590,7 +598,10 @@ def main() -> None:
     except ApiException as exc:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name']}: {api_message(exc)}", changes=changes)
     ready = is_ready(core.read_node(p["name"])) if not module.check_mode else is_ready(node)
-    module.exit_json(changed=bool(changes), changes=changes, ready=ready)
+    result = {"changed": bool(changes), "changes": changes, "ready": ready}
+    if not module.check_mode and p["state"] in NODE_STATES and (ready or p["state"] != "ready"):
+        result["node_state"] = NODE_STATES[p["state"]]
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":

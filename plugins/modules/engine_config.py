@@ -193,6 +193,16 @@ backup_dir:
   description: Where the previous versions were kept.
   returned: when files were written
   type: str
+backup_found:
+  description: With O(state=restored), whether this run had kept any previous version (none means it wrote nothing).
+  returned: with O(state=restored)
+  type: bool
+node_state:
+  description:
+    - What the node is like now, for the report and the command that follow a node's sync (V(written)
+      with O(state=present), V(restored) with O(state=restored)).
+  returned: with O(state=present) or O(state=restored), not in check mode
+  type: str
 """
 
 import difflib
@@ -353,6 +363,7 @@ def restore(module: AnsibleModule) -> None:
             changed=False,
             changes=[],
             restart_required=False,
+            backup_found=False,
             msg=f"no backup {module.params['backup_id']}: nothing was written",
         )
     with open(index_path, encoding="utf-8") as handle:
@@ -374,7 +385,14 @@ def restore(module: AnsibleModule) -> None:
             changes.append({"path": path, "kind": "backup", "action": "restore", "restart": True})
             if not module.check_mode:
                 write_atomically(module, path, previous)
-    module.exit_json(changed=bool(changes), changes=changes, restart_required=bool(changes), backup_dir=directory)
+    module.exit_json(
+        changed=bool(changes),
+        changes=changes,
+        restart_required=bool(changes),
+        backup_dir=directory,
+        backup_found=True,
+        **({} if module.check_mode else {"node_state": "restored"}),
+    )
 
 
 def clean(module: AnsibleModule) -> None:
@@ -652,6 +670,8 @@ def main() -> None:
             write(module, directory, drifted)
     if params["state"] == "present" and params["backup_id"] and not module.check_mode:
         remove_staged([item["path"] for item in files], params["backup_id"])
+    if params["state"] == "present" and not module.check_mode:
+        result["node_state"] = "written"
     module.exit_json(**result)
 
 

@@ -79,6 +79,12 @@ stopped_at:
       just before the start), RFC 3339 with microseconds, UTC.
   returned: when the engine was stopped or not running
   type: str
+node_state:
+  description:
+    - What the node is like now, for the report and the command that follow a node's sync (V(stopped)
+      or V(started)).
+  returned: when the engine was stopped or started (not in check mode)
+  type: str
 """
 
 import datetime
@@ -146,7 +152,7 @@ def wait_started(module: AnsibleModule, unit: Unit, result: dict) -> None:
         props = unit.show()
         if unit_state(props) == "active" and props["NRestarts"] == restarts:
             if time.monotonic() - steady_since >= p["settle"]:
-                module.exit_json(**result, changed=True, state="active", restarts=props["NRestarts"])
+                module.exit_json(**result, changed=True, state="active", restarts=props["NRestarts"], node_state="started")
         elif unit_state(props) == "active":
             steady_since, restarts = time.monotonic(), props["NRestarts"]  # (re)started: the settle begins
         else:
@@ -176,9 +182,11 @@ def main() -> None:
     props = unit.show()
     state, running = module.params["state"], unit_state(props) == "active"
     if state == "started" and running:
-        module.exit_json(changed=False, state="active", restarts=props["NRestarts"])
+        module.exit_json(changed=False, state="active", restarts=props["NRestarts"], node_state="started")
     if state == "stopped" and props["ActiveState"] in STOPPED:
-        module.exit_json(changed=False, state=unit_state(props), restarts=props["NRestarts"], stopped_at=now_rfc3339())
+        module.exit_json(
+            changed=False, state=unit_state(props), restarts=props["NRestarts"], stopped_at=now_rfc3339(), node_state="stopped"
+        )
     if module.check_mode:
         module.exit_json(changed=True, state=unit_state(props), restarts=props["NRestarts"])
     if state != "started" and props["ActiveState"] not in STOPPED:
@@ -186,7 +194,7 @@ def main() -> None:
     # Any kubelet Lease renewal from now on is by a kubelet that this start (or a later one) started.
     result = {"stopped_at": now_rfc3339()}
     if state == "stopped":
-        module.exit_json(**result, changed=True, state=unit_state(props), restarts=props["NRestarts"])
+        module.exit_json(**result, changed=True, state=unit_state(props), restarts=props["NRestarts"], node_state="stopped")
     wait_started(module, unit, result)
 
 

@@ -89,6 +89,10 @@ held:
   description: In check mode, whether another run holds a fresh lock (a real run would fail).
   returned: with state=acquired, when held
   type: bool
+locked_by:
+  description: When O(state=acquired) fails because another run holds the lock, that run and its holder.
+  returned: when another run holds the lock
+  type: str
 changes:
   description: What taking the lock does (or would run into), for the run report.
   returned: with state=acquired
@@ -170,6 +174,7 @@ def main() -> None:
                 msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
                 "(or break it with `cargoship unlock`)",
                 held=True,
+                locked_by=describe(lock),
                 **result,
             )
         result.update(changed=True, took_over=lock is not None)
@@ -191,12 +196,20 @@ def main() -> None:
                     os.link(aside, p["path"])
                     os.unlink(aside)
                     module.fail_json(
-                        msg=f"locked by {describe(moved or {})}, which took it a moment ago", held=True, **result
+                        msg=f"locked by {describe(moved or {})}, which took it a moment ago",
+                        held=True,
+                        locked_by=describe(moved or {}),
+                        **result,
                     )
                 os.unlink(aside)
         if not write_new(p["path"], content):
             winner, _age = read_lock(p["path"])
-            module.fail_json(msg=f"locked by {describe(winner or {})}, which took it a moment ago", held=True, **result)
+            module.fail_json(
+                msg=f"locked by {describe(winner or {})}, which took it a moment ago",
+                held=True,
+                locked_by=describe(winner or {}),
+                **result,
+            )
         module.exit_json(**result)
 
     if p["state"] == "touched":

@@ -11,8 +11,6 @@ NODE_ROLES = ("controller", "worker")
 CLUSTER_READY = "cluster_ready"
 # run_on, not "on": YAML 1.1 reads an unquoted `on:` key as the boolean true.
 HOOK_KEYS = {"name": str, "command": str, "tasks": str, "run_on": str, "become": bool, "may_fail": bool}
-# Phases whose hooks fire around each node's own restart (inside the phase), not around the phase.
-AROUND_RESTART = ("sync_controller", "sync_worker")
 
 
 def hook_points(phase: str) -> list[str]:
@@ -79,7 +77,8 @@ def steps(planned: list[dict], hooks: dict, entry_of) -> list[dict]:
         entry = entry_of(phase)
         if entry == "none":
             continue
-        around = phase["name"] not in AROUND_RESTART
+        # A per-node phase (declared per_node) fires its hooks itself, around each node's own restart.
+        around = not phase.get("per_node")
         for when in ("before", "after"):
             if when == "after":
                 result.append({"role": phase["name"], "entry": entry, "point": ""})

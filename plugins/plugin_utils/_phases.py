@@ -53,6 +53,7 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
                 "assessment": declaration.get("assessment", ""),
                 "needs": list(declaration.get("needs") or []),
                 "changes_hosts": bool(declaration.get("changes_hosts", False)),
+                "per_node": bool(declaration.get("per_node", False)),
                 "has_assessment": os.path.exists(os.path.join(role_dir, "tasks", "assess.yml")),
             }
         )

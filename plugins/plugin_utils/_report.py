@@ -9,6 +9,7 @@ assessed or unassessed) follows from the same gate the playbook uses, so no task
 
 from __future__ import annotations
 
+from ansible_collections.cargoship.engine.plugins.plugin_utils._node_progress import NodeProgress
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases, plan
 
 # The report's format: raised when a field is removed or changes meaning (docs/report.schema.json).
@@ -41,6 +42,9 @@ class RunReport:
         # phase -> host -> {"disabled", "changes", "failed", "messages"}
         self.hosts: dict[str, dict[str, dict]] = {p["name"]: {} for p in self.phases}
         self.nodes: dict[str, str] = {}  # inventory name -> node name, where they differ
+        self.node_progress = NodeProgress()  # nodes whose sync window is open
+        self.run_id = ""
+        self.inventory_args = "-i INVENTORY"  # how the recover command printed for a node names the inventory
 
     def _entry(self, phase: str, host: str) -> dict:
         table = self.hosts[phase] if phase in self.hosts else self.stages.setdefault(phase, {})
@@ -49,6 +53,9 @@ class RunReport:
     def result(self, host: str, phase: str | None, task_name: str, result: dict, status: str) -> None:
         """Feed one task result of ``phase`` (``status``: ok, changed, failed, unreachable, skipped)."""
         self.seen_hosts.add(host)
+        if status in ("ok", "changed"):
+            self.node_progress.feed(host, result)
+            self.run_id = (result.get("ansible_facts") or {}).get("connect_run_id") or self.run_id
         if isinstance(result.get("renamed"), dict):
             # Hosts whose node name is not their inventory name (the cluster_node known check says so).
             self.nodes.update(result["renamed"])
@@ -65,6 +72,8 @@ class RunReport:
         if status in ("failed", "unreachable"):
             entry["failed"] = True
             entry["messages"].append(f"{task_name}: {result.get('msg', status)}")
+            if result.get("locked_by"):
+                entry["locked_by"] = result["locked_by"]
             return
         if marker:
             if marker.get("mode") == "disabled":
@@ -121,6 +130,7 @@ class RunReport:
                         "changes": entry["changes"],
                         **({"messages": entry["messages"]} if entry["messages"] else {}),
                         **({"node": self.nodes[host]} if host in self.nodes else {}),
+                        **({"locked_by": entry["locked_by"]} if entry.get("locked_by") else {}),
                     }
                     for host, entry in sorted(self.hosts[phase["name"]].items())
                 }
@@ -144,6 +154,8 @@ class RunReport:
             report["selected_phase"] = self.selected
         if self.nodes:
             report["nodes"] = dict(sorted(self.nodes.items()))
+        if self.node_progress.in_flight:
+            report["nodes_left_mid_sync"] = self.node_progress.left_mid_sync(self.run_id, self.inventory_args)
         if self.stages:
             report["stages"] = [
                 {
@@ -193,16 +205,28 @@ def render_diffs(report: dict) -> str:
     return "".join(blocks)
 
 
+COLUMNS = ("#", "phase", "dry run", "status", "hosts and changes")
+
+
+def report_title(report: dict) -> str:
+    return f"cargoship {report['operation']} - {'dry run' if report['dry_run'] else 'real run'}"
+
+
+def report_rows(report: dict) -> list[tuple[str, str, str, str, list[str]]]:
+    """The report's table, one row per phase then per stage: number, name, dry-run label, status, and
+    the lines of hosts and changes. Every renderer (plain text here, the command's terminal table) draws these."""
+    rows = [
+        (str(number), phase["name"], phase["dry_run_label"], phase["status"], phase_lines(phase))
+        for number, phase in enumerate(report["phases"], start=1)
+    ]
+    rows += [("", s["name"], "stage: hooks only", s["status"], phase_lines(s)) for s in report.get("stages", [])]
+    return rows
+
+
 def render_text(report: dict) -> str:
-    """A plain-text table, for ansible-playbook's output (the CLI renders the same data with rich)."""
-    title = f"cargoship {report['operation']} - {'dry run' if report['dry_run'] else 'real run'}"
-    rows = [("#", "phase", "dry run", "status", "hosts and changes")]
-    for number, phase in enumerate(report["phases"], start=1):
-        rows.append(
-            (str(number), phase["name"], phase["dry_run_label"], phase["status"], " | ".join(phase_lines(phase)))
-        )
-    for stage in report.get("stages", []):
-        rows.append(("", stage["name"], "stage: hooks only", stage["status"], " | ".join(phase_lines(stage))))
+    """The report as plain text, a line per phase that never folds (ansible-playbook's output, CI logs)."""
+    title = report_title(report)
+    rows = [COLUMNS] + [(*row[:4], " | ".join(row[4])) for row in report_rows(report)]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [title, ""]
     for row in rows:

@@ -98,7 +98,7 @@ def test_ssh_cut_in_the_middle_of_a_restart_stops_the_run_and_a_rerun_completes(
     assert code in (1, 3), stderr
     # The command says how far the node got and how to finish it.
     assert (
-        "w1 was lost in the middle of its sync, during 'Start the engine'. Done before: cordoned and drained" in stderr
+        "w1 was lost in the middle of its sync, during the engine start. Done before: cordoned and drained" in stderr
     )
     assert "engine stopped; new files in place" in stderr
     assert "ansible-playbook -i " in stderr and "cargoship.engine.recover -e cargoship_run_id=" in stderr

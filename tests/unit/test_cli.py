@@ -1,12 +1,10 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 from click.testing import CliRunner
 
 from cargoship_runner import __version__
-from cargoship_runner.cli import Progress, lost_nodes, main
-from cargoship_runner.runner import RunOptions
+from cargoship_runner.cli import main
+from cargoship_runner.progress import Progress
 
 
 def test_version_names_the_program_and_version():
@@ -28,40 +26,24 @@ def test_unknown_command_is_an_error():
     assert "No such command" in result.output
 
 
-def event(kind: str, host: str, task: str, res: dict | None = None) -> dict:
-    return {
-        "event": kind,
-        "event_data": {"host": host, "task": task, "role": "cargoship.engine.node_sync", "res": res or {}},
-    }
+def ok(host: str, res: dict, task: str = "any name") -> dict:
+    return {"event": "runner_on_ok", "event_data": {"host": host, "task": task, "role": "x.node_sync", "res": res}}
 
 
-def test_a_node_lost_mid_sync_is_reported_with_how_far_it_got_and_how_to_finish_it():
+def test_nodes_in_flight_follow_the_node_states_the_steps_return_whatever_the_tasks_are_called():
     progress = Progress()
-    for kind, host, task in [
-        ("runner_on_start", "w1", "Drain the node"),
-        ("runner_on_ok", "w1", "Drain the node"),
-        ("runner_on_start", "w1", "Stop the engine"),
-        ("runner_on_ok", "w1", "Stop the engine"),
-        ("runner_on_start", "w1", "Put the new configuration in place"),
-        # w3 had nothing to restart: Ansible announces the drain, then skips it.
-        ("runner_on_start", "w3", "Drain the node"),
-        ("runner_on_skipped", "w3", "Drain the node"),
-        ("runner_on_start", "w3", "Mark this node's sync done"),
-        # w2 went through the whole window and was given back.
-        ("runner_on_start", "w2", "Drain the node"),
-        ("runner_on_ok", "w2", "Drain the node"),
-        ("runner_on_start", "w2", "Uncordon the node"),
+    for host, res in [
+        ("w1", {"ansible_facts": {"node_sync_state": "draining"}}),
+        ("w1", {"node_state": "drained"}),
+        ("w1", {"node_state": "stopped"}),
+        # w3 had nothing to restart: its window never opened, whatever its other results say.
+        ("w3", {"node_state": "written"}),
+        ("w2", {"ansible_facts": {"node_sync_state": "draining"}}),
+        ("w2", {"node_state": "drained"}),
+        ("w2", {"node_state": "uncordoned"}),
     ]:
-        progress(event(kind, host, task))
-    progress(event("runner_on_ok", "w2", "Uncordon the node", {"ready": True}))
-    lost = lost_nodes(RunOptions("engine_config_sync", Path("inv.yml")), "RUN1", progress)
-    assert list(lost) == ["w1"]
-    assert lost["w1"]["lost_during"] == "Put the new configuration in place"
-    assert lost["w1"]["state"] == "Done before: cordoned and drained by this run; engine stopped"
-    assert (
-        "ansible-playbook -i inv.yml cargoship.engine.recover -e cargoship_run_id=RUN1 --limit w1"
-        in lost["w1"]["resume"]
-    )
+        progress(ok(host, res, task=f"renamed task {len(res)}"))
+    assert progress.in_flight == ["w1"]
 
 
 def test_progress_has_a_line_per_phase_and_a_line_per_node_only_where_nodes_go_one_by_one(capsys):

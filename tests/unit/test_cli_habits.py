@@ -129,3 +129,16 @@ def test_ansibles_quoted_source_lines_are_withheld():
     assert "Origin: /inv/group_vars/all.yml:4:7" in masked
     assert "withheld" in masked
     assert masked.splitlines()[-1] == "PLAY RECAP ***"
+
+
+def test_the_inventorys_own_switches_stand_unless_the_command_line_says_otherwise(recorder, tmp_path):
+    (tmp_path / "hosts.yml").write_text("all: {}\n")
+    inventory = ["-i", str(tmp_path / "hosts.yml")]
+    CliRunner().invoke(cli.main, ["engine-config-sync", "--dry-run", *inventory])
+    CliRunner().invoke(cli.main, ["engine-config-sync", "--dry-run", *inventory, "--label-nodes", "--no-kubeconfig"])
+    CliRunner().invoke(cli.main, ["phase", "run", "kubeconfig", "--dry-run", *inventory])
+    plain, switched, phase = (o.extravars for o in recorder.calls)
+    assert "cargoship_label_nodes" not in plain and "cargoship_kubeconfig_update" not in plain
+    assert switched["cargoship_label_nodes"] is True and switched["cargoship_kubeconfig_update"] is False
+    # The phase asked for by name: the role itself turns on for it (as with ansible-playbook -e cargoship_phase).
+    assert phase["cargoship_phase"] == "kubeconfig" and "cargoship_kubeconfig_update" not in phase

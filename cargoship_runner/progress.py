@@ -1,0 +1,56 @@
+"""Live progress from ansible-runner's events: each phase as it reaches the hosts, failures as they
+happen, and where each node is in its sync window (from the node states the steps return), so that the
+command knows which nodes to put back after Ctrl-C."""
+
+from __future__ import annotations
+
+from cargoship_runner.collection import node_progress, phases
+from cargoship_runner.output import console, errors
+from cargoship_runner.runner import masked_output
+
+
+class Progress:
+    def __init__(self, verbose: int = 0) -> None:
+        # With -v, Ansible's own output is shown as it comes (masked), instead of the progress lines.
+        self.verbose = verbose
+        self.nodes = node_progress()
+        self.locking = False  # whether the run reached its lock phase (else it holds no lock to release)
+        declared = phases()
+        self.phase_names = {p["name"] for p in declared}
+        # A line per node where nodes go one by one (the phases declared per_node); a line per phase
+        # elsewhere, so that a fleet of hundreds does not print a line per host and phase.
+        self.per_node = {p["name"] for p in declared if p.get("per_node")}
+        self.current: dict[str, str] = {}
+        self.announced: set[str] = set()
+
+    @property
+    def in_flight(self) -> list[str]:
+        """Nodes this run has started to take down and not yet given back."""
+        return self.nodes.in_flight
+
+    def __call__(self, event: dict) -> bool:
+        data = event.get("event_data") or {}
+        host = data.get("host") or ""
+        result = data.get("res") or {}
+        kind = event.get("event")
+        role = (data.get("role") or "").rsplit(".", 1)[-1]
+        if kind == "runner_on_ok":
+            self.nodes.feed(host, result)
+        if kind == "runner_on_start" and role == "lock":
+            self.locking = True
+        if self.verbose:
+            if event.get("stdout"):
+                console.out(masked_output(event["stdout"]), highlight=False)
+            return True
+        if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
+            if self.current.get(host) != role:
+                self.current[host] = role
+                if role in self.per_node:
+                    console.print(f"  [cyan]{role:<16}[/cyan] {host}")
+                elif role not in self.announced:
+                    self.announced.add(role)
+                    console.print(f"  [cyan]{role}[/cyan]")
+        if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+            message = result.get("msg", "") if isinstance(result, dict) else ""
+            errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
+        return True
