@@ -15,6 +15,8 @@ import os
 import yaml
 
 DRY_RUN_LABELS = ("runs, reads only", "reported, not run", "runs its own dry-run path")
+# The plays of an operation's playbook, in the order they run; each phase declares the one it runs in.
+PLAYS = ("prepare", "controllers", "workers", "finish")
 SAFE_IN_DRY_RUN = ("runs, reads only", "runs its own dry-run path")
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 
@@ -40,11 +42,14 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
         label = declaration.get("dry_run") or "reported, not run"
         if label not in DRY_RUN_LABELS:
             raise ValueError(f"{path}: dry_run must be one of {', '.join(DRY_RUN_LABELS)}, not {label!r}")
+        if declaration.get("play") not in PLAYS:
+            raise ValueError(f"{path}: play must be one of {', '.join(PLAYS)}, not {declaration.get('play')!r}")
         phases.append(
             {
                 "name": name,
                 "operation": declaration["operation"],
                 "order": int(declaration["order"]),
+                "play": declaration["play"],
                 "title": declaration["title"],
                 "description": " ".join(str(declaration["description"]).split()),
                 "dry_run_label": label,
@@ -89,3 +94,25 @@ def entry_point(phase: dict, check_mode: bool) -> str:
     if not check_mode or phase["dry_run_label"] in SAFE_IN_DRY_RUN:
         return "main"
     return "assess" if phase["has_assessment"] else "none"
+
+
+FINISH = "finish"  # the play where the cluster_ready stage comes first
+
+
+def play_steps(declared: list[dict], play: str, selected: str | None, hooks: dict, check_mode: bool) -> list[dict]:
+    """A host's steps in one play of the playbook: the planned phases that declare this play, in their
+    declared order, each with its hooks; in the finish play, first the cluster_ready stage when the
+    run includes a per-node phase. Raises UnknownPhase or ValueError (a bad hook) before any host is touched."""
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
+
+    if play not in PLAYS:
+        raise ValueError(f"play must be one of {', '.join(PLAYS)}, not {play!r}")
+    planned = plan(declared, selected)
+    _hooks.validate(hooks, declared)
+    phases = [p for p in declared if p["play"] == play and p["name"] in planned]
+    steps = _hooks.steps(phases, hooks, lambda phase: entry_point(phase, check_mode))
+    per_node = any(p["per_node"] for p in declared if p["name"] in planned)
+    if play == FINISH and hooks.get(_hooks.CLUSTER_READY) and per_node:
+        # Every host gets the step (the same include for all); it acts on the first controller only.
+        steps.insert(0, {"role": "hooks", "entry": "cluster_ready", "point": _hooks.CLUSTER_READY})
+    return steps
