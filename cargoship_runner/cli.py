@@ -334,7 +334,9 @@ def execute(
         errors.print(outcome.keeper_stop, markup=False)
     if outcome.interrupted and progress.in_flight:
         recover(options, outcome.run_id, progress.in_flight)
-    if not dry_run and outcome.rc != 0 and progress.locking:
+    if not dry_run and outcome.rc != 0 and progress.locking and not locks_released(outcome.report):
+        # The playbook releases its locks itself after a failure; not after Ctrl-C, nor when a host it
+        # lost took the others down with it (no host was left to run the release).
         release_own_locks(options, outcome.run_id)
     end = ending(
         rc=outcome.rc,
@@ -347,6 +349,13 @@ def execute(
     if end.message:
         errors.print(end.message, markup=False)
     sys.exit(end.code)
+
+
+def locks_released(report: dict | None) -> bool:
+    """Whether the run's own lock release ran (the phase that releases what the lock phase took)."""
+    return any(
+        p["name"] == "unlock" and p["status"] in ("ran", "nothing to do") for p in (report or {}).get("phases", [])
+    )
 
 
 def parse_extra_vars(values: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:

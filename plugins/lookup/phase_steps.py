@@ -46,6 +46,12 @@ options:
     description: The user's hooks (pass C(cargoship_hooks)).
     type: dict
     default: {}
+  stopped:
+    description:
+      - Whether a phase failed earlier in the run. Only the phases declared C(runs_after_failure) are
+        returned then (the lock release and the clean-up), without hooks.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -85,6 +91,7 @@ class LookupModule(LookupBase):
                 self.get_option("selected"),
                 self.get_option("hooks") or {},
                 bool(self.get_option("check_mode")),
+                bool(self.get_option("stopped")),
             )
         except ValueError as exc:  # UnknownPhase included
             raise AnsibleLookupError(str(exc)) from exc

@@ -152,7 +152,9 @@ def wait_started(module: AnsibleModule, unit: Unit, result: dict) -> None:
         props = unit.show()
         if unit_state(props) == "active" and props["NRestarts"] == restarts:
             if time.monotonic() - steady_since >= p["settle"]:
-                module.exit_json(**result, changed=True, state="active", restarts=props["NRestarts"], node_state="started")
+                module.exit_json(
+                    **result, changed=True, state="active", restarts=props["NRestarts"], node_state="started"
+                )
         elif unit_state(props) == "active":
             steady_since, restarts = time.monotonic(), props["NRestarts"]  # (re)started: the settle begins
         else:
@@ -185,7 +187,11 @@ def main() -> None:
         module.exit_json(changed=False, state="active", restarts=props["NRestarts"], node_state="started")
     if state == "stopped" and props["ActiveState"] in STOPPED:
         module.exit_json(
-            changed=False, state=unit_state(props), restarts=props["NRestarts"], stopped_at=now_rfc3339(), node_state="stopped"
+            changed=False,
+            state=unit_state(props),
+            restarts=props["NRestarts"],
+            stopped_at=now_rfc3339(),
+            node_state="stopped",
         )
     if module.check_mode:
         module.exit_json(changed=True, state=unit_state(props), restarts=props["NRestarts"])
@@ -194,7 +200,9 @@ def main() -> None:
     # Any kubelet Lease renewal from now on is by a kubelet that this start (or a later one) started.
     result = {"stopped_at": now_rfc3339()}
     if state == "stopped":
-        module.exit_json(**result, changed=True, state=unit_state(props), restarts=props["NRestarts"], node_state="stopped")
+        module.exit_json(
+            **result, changed=True, state=unit_state(props), restarts=props["NRestarts"], node_state="stopped"
+        )
     wait_started(module, unit, result)
 
 

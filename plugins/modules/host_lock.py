@@ -49,6 +49,14 @@ options:
     description: With O(state=released), break the lock whoever holds it.
     type: bool
     default: false
+  others:
+    description:
+      - With O(state=released), what to do about a lock another run holds (and O(force=false)).
+      - V(fail) fails; V(keep) leaves it alone and succeeds without a change, for a run that releases
+        what it may have taken after it stopped (another run's lock may be what stopped it).
+    type: str
+    default: fail
+    choices: [fail, keep]
 """
 
 EXAMPLES = r"""
@@ -152,6 +160,7 @@ def main() -> None:
             "path": {"type": "path", "default": "/var/lib/cargoship/lock.json"},
             "stale_after": {"type": "int", "default": 60},
             "force": {"type": "bool", "default": False},
+            "others": {"type": "str", "default": "fail", "choices": ["fail", "keep"]},
         },
         supports_check_mode=True,
     )
@@ -225,6 +234,8 @@ def main() -> None:
     # released
     if lock is None:
         module.exit_json(**result)
+    if not ours and not p["force"] and p["others"] == "keep":
+        module.exit_json(msg=f"left the lock of {describe(lock)} alone", **result)
     if not ours and not p["force"]:
         module.fail_json(msg=f"not releasing a lock held by {describe(lock)}; use force to break it", **result)
     result["changed"] = True

@@ -59,6 +59,7 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
                 "needs": list(declaration.get("needs") or []),
                 "changes_hosts": bool(declaration.get("changes_hosts", False)),
                 "per_node": bool(declaration.get("per_node", False)),
+                "runs_after_failure": bool(declaration.get("runs_after_failure", False)),
                 "has_assessment": os.path.exists(os.path.join(role_dir, "tasks", "assess.yml")),
             }
         )
@@ -99,15 +100,28 @@ def entry_point(phase: dict, check_mode: bool) -> str:
 FINISH = "finish"  # the play where the cluster_ready stage comes first
 
 
-def play_steps(declared: list[dict], play: str, selected: str | None, hooks: dict, check_mode: bool) -> list[dict]:
+def play_steps(
+    declared: list[dict], play: str, selected: str | None, hooks: dict, check_mode: bool, stopped: bool = False
+) -> list[dict]:
     """A host's steps in one play of the playbook: the planned phases that declare this play, in their
     declared order, each with its hooks; in the finish play, first the cluster_ready stage when the
-    run includes a per-node phase. Raises UnknownPhase or ValueError (a bad hook) before any host is touched."""
+    run includes a per-node phase. With ``stopped`` (a phase failed), only the phases declared
+    ``runs_after_failure`` (releasing the locks, cleaning up), without hooks. Raises UnknownPhase or
+    ValueError (a bad hook) before any host is touched."""
     from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
 
     if play not in PLAYS:
         raise ValueError(f"play must be one of {', '.join(PLAYS)}, not {play!r}")
     planned = plan(declared, selected)
+    if stopped:
+        return [
+            {"role": p["name"], "entry": entry_point(p, check_mode), "point": ""}
+            for p in declared
+            if p["play"] == play
+            and p["name"] in planned
+            and p["runs_after_failure"]
+            and entry_point(p, check_mode) != "none"
+        ]
     _hooks.validate(hooks, declared)
     phases = [p for p in declared if p["play"] == play and p["name"] in planned]
     steps = _hooks.steps(phases, hooks, lambda phase: entry_point(phase, check_mode))

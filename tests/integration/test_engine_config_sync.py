@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -102,7 +103,7 @@ def test_check_mode_report_of_ansible_playbook_equals_the_cli_report(fleet, tmp_
         text=True,
         timeout=600,
         check=False,
-        env={**__import__("os").environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "pb.json")},
+        env={**os.environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "pb.json")},
     )
     assert playbook.returncode == 0, playbook.stdout[-3000:]
     assert json.loads((tmp_path / "pb.json").read_text()) == json.loads((tmp_path / "cli.json").read_text())
@@ -183,6 +184,51 @@ def test_a_held_lock_stops_the_run_naming_its_holder(fleet):
     finally:
         fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
         cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+
+
+def test_a_failed_run_releases_its_own_locks_alike_from_the_command_and_from_ansible_playbook(fleet, tmp_path):
+    """The playbook releases the locks it took when a phase fails (the command adds nothing), and
+    ansible-playbook ends and reports as the command does."""
+    held = '{"run_id": "other-run", "holder": {"user": "bob"}}'
+    fleet.sh("w2", f"mkdir -p /var/lib/cargoship && echo '{held}' > /var/lib/cargoship/lock.json")
+
+    def locks() -> dict:
+        return {
+            n: fleet.sh(n, "cat /var/lib/cargoship/lock.json 2>/dev/null || true").stdout.strip() for n in fleet.hosts
+        }
+
+    def outcome(report: dict) -> dict:
+        return {
+            p["name"]: {h: (d["status"], d.get("locked_by")) for h, d in p["hosts"].items()} for p in report["phases"]
+        }
+
+    try:
+        command = cargoship(
+            "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "c.json")
+        )
+        assert command.returncode == 4, command.stdout + command.stderr
+        assert "w2 is locked by run other-run (user=bob" in command.stderr
+        assert "released this run's locks" not in command.stderr, "the command had to release them itself"
+        assert locks() == {"c1": "", "w1": "", "w2": held}, "a lock of this run was left, or another run's taken"
+        plain = subprocess.run(
+            ["ansible-playbook", "-i", str(fleet.inventory), "cargoship.engine.engine_config_sync"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+            env={**os.environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "p.json")},
+        )
+        assert plain.returncode != 0, plain.stdout[-3000:]
+        assert "the run stopped after a failure: w2: locked by run other-run" in plain.stdout
+        assert locks() == {"c1": "", "w1": "", "w2": held}
+        by_command = json.loads((tmp_path / "c.json").read_text())
+        by_playbook = json.loads((tmp_path / "p.json").read_text())
+        assert outcome(by_playbook) == outcome(by_command)
+        assert outcome(by_command)["lock"]["w2"] == ("failed", "run other-run (user=bob)")
+        assert outcome(by_command)["unlock"]["w2"][0] in ("ran", "nothing to do")
+        assert outcome(by_command)["sync_worker"] == {}, "nothing after the failed phase ran"
+    finally:
+        fleet.sh("w2", "rm -f /var/lib/cargoship/lock.json")
 
 
 @pytest.mark.parametrize(

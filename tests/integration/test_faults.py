@@ -97,9 +97,7 @@ def test_ssh_cut_in_the_middle_of_a_restart_stops_the_run_and_a_rerun_completes(
         subprocess.run(["ip", "link", "set", veth, "up"], check=True)
     assert code in (1, 3), stderr
     # The command says how far the node got and how to finish it.
-    assert (
-        "w1 was lost in the middle of its sync, during the engine start. Done before: cordoned and drained" in stderr
-    )
+    assert "w1 was lost in the middle of its sync, during the engine start. Done before: cordoned and drained" in stderr
     assert "engine stopped; new files in place" in stderr
     assert "ansible-playbook -i " in stderr and "cargoship.engine.recover -e cargoship_run_id=" in stderr
     assert fleet.starts("w2") == 1, "the rollout went on past the node that was cut off"

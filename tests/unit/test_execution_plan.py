@@ -37,8 +37,15 @@ def test_every_declared_phase_runs_exactly_once_in_the_play_it_declares_in_decla
 
 def test_the_playbook_names_no_phase_and_asks_for_each_play_once_in_order():
     text = (REPO / "playbooks" / "engine_config_sync.yml").read_text()
-    asked = re.findall(r"phase_steps', play='(\w+)'", text)
-    assert asked == list(PLAYS)
+    asked = re.findall(r"phase_steps', play='(\w+)', stopped=(\w+)", text)
+    # Each play once; the finish play a second time, for the phases that run after a failure.
+    assert asked == [
+        ("prepare", "false"),
+        ("controllers", "false"),
+        ("workers", "false"),
+        ("finish", "engine_config_sync_failed_before"),
+        ("finish", "true"),
+    ]
     names = {p["name"] for p in load_phases()}
     lookups = re.findall(r"query\('cargoship\.engine\.phase_steps'[^)]*\)", text)
     assert lookups and not any(f"'{name}'" in call for call in lookups for name in names)
@@ -87,6 +94,21 @@ def test_a_phase_without_a_play_is_refused(tmp_path):
     )
     with pytest.raises(ValueError, match="play must be one of prepare, controllers, workers, finish"):
         load_phases(str(roles))
+
+
+def test_after_a_failure_only_the_phases_that_run_after_one_are_left():
+    declared = load_phases(operation=OPERATION)
+    steps = {
+        play: play_steps(declared, play, None, {"bad": "hooks are not read"}, False, stopped=True) for play in PLAYS
+    }
+    assert {play: [s["role"] for s in found] for play, found in steps.items()} == {
+        "prepare": [],
+        "controllers": [],
+        "workers": [],
+        "finish": ["unlock", "disconnect"],
+    }
+    # In a dry run the lock release has nothing to release (unassessed): only the clean-up's dry-run path.
+    assert [s["role"] for s in play_steps(declared, "finish", None, {}, True, stopped=True)] == ["disconnect"]
 
 
 def test_cluster_ready_opens_the_finish_play_when_a_per_node_phase_runs():
