@@ -210,8 +210,8 @@ def test_kubernetes_access_as_with_kubernetes_core(lab, tmp_path):
     kubeconfig = tmp_path / "kube" / "config"
     kubeconfig.parent.mkdir()
     api = lab_kubeconfig(lab, kubeconfig)
-    # distro_facts asks the API which node each host is: the first phase that needs it.
-    phase = ("phase", "run", "distro_facts", "-i", str(inventory))
+    # engine_facts asks the API which node each host is: the first phase that needs it.
+    phase = ("phase", "run", "engine_facts", "-i", str(inventory))
 
     current = run(*phase, env={"KUBECONFIG": str(kubeconfig)})
     assert current.returncode == 1, "the current context's server answers nothing"

@@ -68,7 +68,7 @@ def test_dry_run_reports_the_work_and_changes_nothing(fleet, tmp_path):
         "lock",
         "host_facts",
         "validate_hosts",
-        "distro_facts",
+        "engine_facts",
         "sync_controller",
         "sync_worker",
         "kubeconfig",
@@ -76,7 +76,7 @@ def test_dry_run_reports_the_work_and_changes_nothing(fleet, tmp_path):
         "unlock",
         "disconnect",
     ]
-    for read_only in ("connect", "detect_os", "host_facts", "validate_hosts", "distro_facts"):
+    for read_only in ("connect", "detect_os", "host_facts", "validate_hosts", "engine_facts"):
         assert phase(report, read_only)["status"] == "ran", read_only
     assert phase(report, "unlock")["status"] == "unassessed"
     controller = phase(report, "sync_controller")

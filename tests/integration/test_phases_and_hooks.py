@@ -22,7 +22,7 @@ ALONE_IN_A_DRY_RUN = {
     "lock": "would run",
     "host_facts": "ran",
     "validate_hosts": "ran",
-    "distro_facts": "ran",
+    "engine_facts": "ran",
     "sync_controller": "would run",
     "sync_worker": "would run",
     "kubeconfig": "would run",
@@ -86,7 +86,7 @@ def test_every_phase_runs_alone_in_a_dry_run_with_what_it_needs(fleet, tmp_path,
     assert statuses(data)[name] == ALONE_IN_A_DRY_RUN[name]
     assert "connect" in ran
     if name in ("sync_controller", "sync_worker"):
-        assert {"host_facts", "validate_hosts", "distro_facts", "lock", "unlock"} <= ran
+        assert {"host_facts", "validate_hosts", "engine_facts", "lock", "unlock"} <= ran
         assert statuses(data)[name] == "would run"
         other = "sync_worker" if name == "sync_controller" else "sync_controller"
         assert statuses(data)[other] == "skipped"

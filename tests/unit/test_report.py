@@ -71,8 +71,8 @@ def test_a_failure_marks_its_phase_failed_and_housekeeping_is_not_work():
     )
     assert statuses(report)["lock"] == "would run"
     assert report.as_dict()["work_found"] is False
-    report.result("c1", "distro_facts", "Read the engine", {"msg": "refusing to downgrade"}, "failed")
-    phase = next(p for p in report.as_dict()["phases"] if p["name"] == "distro_facts")
+    report.result("c1", "engine_facts", "Read the engine", {"msg": "refusing to downgrade"}, "failed")
+    phase = next(p for p in report.as_dict()["phases"] if p["name"] == "engine_facts")
     assert phase["status"] == "failed"
     assert phase["hosts"]["c1"]["messages"] == ["Read the engine: refusing to downgrade"]
 
@@ -93,7 +93,7 @@ def varied_report(dry_run: bool) -> dict:
     diff = "--- /etc/rancher/k3s/registries.yaml\n+++ /etc/rancher/k3s/registries.yaml\n-a: 1\n+a: 2\n"
     for host in ("c1", "w1"):
         report.result(host, "connect", "Ping", {"ping": "pong"}, "ok")
-        report.result(host, "distro_facts", "Known", {"renamed": {"w1": "worker-1"}}, "ok")
+        report.result(host, "engine_facts", "Known", {"renamed": {"w1": "worker-1"}}, "ok")
     change = {"path": "/etc/rancher/k3s/registries.yaml", "action": "update", "diff": diff}
     report.result("c1", "sync_controller", "Stage", {"changed": True, "changes": [change, "restart k3s"]}, "changed")
     report.result("w1", "sync_worker", "Drain", {"msg": "drain refused"}, "failed")

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: phase_status
+module: phase_report
 short_description: Tell the cargoship report where a host is in an operation
 version_added: 0.1.0
 description:
@@ -38,7 +38,7 @@ options:
 
 EXAMPLES = r"""
 - name: Report the restart a dry run found necessary
-  cargoship.engine.phase_status:
+  cargoship.engine.phase_report:
     phase: sync_worker
     changes:
       - restart k3s-agent
