@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 import tempfile
@@ -14,7 +13,7 @@ import click
 import yaml
 
 from cargoship_runner import __version__
-from cargoship_runner.collection import CollectionNotFound, phase_hook_points, phases
+from cargoship_runner.collection import CollectionNotFound, concurrency_pattern, phase_hook_points, phases
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE, ending
 from cargoship_runner.output import console, errors
 from cargoship_runner.preflight import malformed_yaml
@@ -25,7 +24,7 @@ from cargoship_runner.runner import DEFAULT_FORKS, RunOptions, run_playbook
 
 
 def concurrency(value: str) -> str:
-    if not re.match(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", value):
+    if not concurrency_pattern().match(value):
         raise click.BadParameter(f"{value!r} is neither a count (e.g. 2) nor a percentage (e.g. 25%)")
     return value
 

@@ -98,6 +98,18 @@ def _plugin_utils():
     return _phases, _report, _hooks, _node_progress
 
 
+def concurrency_pattern():
+    """The work concurrency's pattern, as the playbook's input validation has it."""
+    import sys
+
+    path = str(collections_path())
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import CONCURRENCY
+
+    return CONCURRENCY
+
+
 def report_module():
     """The report's data and plain rendering (plugin_utils/_report.py)."""
     return _plugin_utils()[1]

@@ -10,6 +10,7 @@ import shlex
 from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _lock_keeper
 
 
@@ -28,7 +29,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self._task.args
-        path = args.get("path", "/var/lib/cargoship/lock.json")
+        path = args.get("path", LOCK_PATH)
         connection = self._connection
         if connection.transport == "local":
             as_root = os.geteuid() == 0

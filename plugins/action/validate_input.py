@@ -4,12 +4,16 @@
 from __future__ import annotations
 
 import difflib
-import re
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import InputError, validate
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
+    CONCURRENCY,
+    DNS_LABEL,
+    InputError,
+    validate,
+)
 
 DESIRED = {
     "cargoship_engine": "engine",
@@ -59,13 +63,13 @@ def check_option(name: str, kind: str, value: object) -> None:
         raise InputError(f"{name}: expected a whole number of seconds, got {value!r}")
     if kind == "str" and not isinstance(value, str):
         raise InputError(f"{name}: expected a string, got {type(value).__name__}")
-    if kind == "profile" and not (isinstance(value, str) and re.match(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", value)):
+    if kind == "profile" and not (isinstance(value, str) and DNS_LABEL.match(value)):
         raise InputError(
             f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}"
         )
     if kind == "concurrency":
         text = str(value)
-        if not re.match(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$", text):
+        if not CONCURRENCY.match(text):
             raise InputError(f"{name}: expected a count (e.g. 2) or a percentage (e.g. 25%), got {value!r}")
 
 

@@ -13,9 +13,11 @@ import posixpath
 import re
 
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import parse
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import ENGINES
 from ansible_collections.cargoship.engine.plugins.module_utils._yaml_emit import dump
 
-ENGINES = ("k3s", "rke2")
+# A work concurrency: a count (2) or a percentage of the workers (25%), as the command and the playbook take it.
+CONCURRENCY = re.compile(r"^([1-9][0-9]*|([1-9][0-9]?|100)%)$")
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 # What may appear under cargoship_registries: the engine's own registries.yaml schema (k3s and RKE2 read it
@@ -71,9 +73,10 @@ def engine_paths(engine: str, layout: dict | None = None) -> dict:
     """Where the engine's files are on a host. ``layout``: what the host's engine settings say
     (``config_file``, ``data_dir``, ``private_registry``, as engine_info reads them); defaults otherwise."""
     layout = layout or {}
-    config = layout.get("config_file") or f"/etc/rancher/{engine}/config.yaml"
-    data = str(layout.get("data_dir") or f"/var/lib/rancher/{engine}").rstrip("/")
-    registries = layout.get("private_registry") or f"/etc/rancher/{engine}/registries.yaml"
+    defaults = ENGINES[engine]
+    config = layout.get("config_file") or defaults["config_file"]
+    data = str(layout.get("data_dir") or defaults["data_dir"]).rstrip("/")
+    registries = layout.get("private_registry") or defaults["private_registry"]
     for what, path in (("config file", config), ("data-dir", data), ("private-registry", registries)):
         if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
             raise InputError(f"the engine's {what} {path!r} is not an absolute path: cargoship cannot place its files")
@@ -88,15 +91,6 @@ def engine_paths(engine: str, layout: dict | None = None) -> dict:
         "allowed_roots": (f"{config}.d", f"{data}/server"),
         "allowed_files": (registries,),
     }
-
-
-def service_name(engine: str, node_role: str) -> str:
-    return {
-        ("k3s", "server"): "k3s",
-        ("k3s", "agent"): "k3s-agent",
-        ("rke2", "server"): "rke2-server",
-        ("rke2", "agent"): "rke2-agent",
-    }[(engine, node_role)]
 
 
 def _path(parent: str, key: object) -> str:

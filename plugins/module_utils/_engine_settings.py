@@ -16,6 +16,8 @@ import re
 import shlex
 import socket
 
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import ENGINES
+
 # Settings cargoship needs, with their short flags and environment variables (<ENGINE>_ prefixed).
 SETTINGS = {
     "config": {"short": "c", "env": "CONFIG_FILE"},
@@ -24,6 +26,8 @@ SETTINGS = {
     "data-dir": {"short": "d", "env": "DATA_DIR"},
     "private-registry": {},
     "profile": {},
+    # Where a server writes its admin kubeconfig (--write-kubeconfig, -o; <ENGINE>_KUBECONFIG_OUTPUT).
+    "write-kubeconfig": {"short": "o", "env": "KUBECONFIG_OUTPUT"},
 }
 
 
@@ -181,18 +185,20 @@ def top_level_scalars(text: str) -> dict:
 
 def resolve(engine: str, argv: list[str], env: dict[str, str], hostname: str) -> dict:
     """The settings cargoship needs, each with where it came from."""
-    prefix = engine.upper() + "_"
+    known = ENGINES[engine]
+    prefix = known["env_prefix"]
     flags = flags_of(argv[1:])
-    config = flags.get("config") or env.get(prefix + "CONFIG_FILE") or f"/etc/rancher/{engine}/config.yaml"
+    config = flags.get("config") or env.get(prefix + "CONFIG_FILE") or known["config_file"]
     paths = config_files(str(config))
     settings, origin, problems = read_config(paths)
     resolved: dict = {"config_file": str(config), "config_files": paths, "config_problems": problems}
     defaults = {
         "node-name": (hostname.lower(), "the hostname, lower-cased"),
         "with-node-id": (False, "default"),
-        "data-dir": (f"/var/lib/rancher/{engine}", "default"),
-        "private-registry": (f"/etc/rancher/{engine}/registries.yaml", "default"),
+        "data-dir": (known["data_dir"], "default"),
+        "private-registry": (known["private_registry"], "default"),
         "profile": (None, "default"),
+        "write-kubeconfig": (known["admin_kubeconfig"], "default"),
     }
     for name, (default, default_origin) in defaults.items():
         env_name = prefix + SETTINGS[name]["env"] if "env" in SETTINGS[name] else None

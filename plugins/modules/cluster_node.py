@@ -302,7 +302,7 @@ def eviction_line(pod) -> str:
     return f"evict {pod.metadata.namespace}/{pod.metadata.name}" + (f" ({'; '.join(notes)})" if notes else "")
 
 
-def release(core, module: AnsibleModule) -> None:
+def release(core, module: AnsibleModule) -> dict:
     """Uncordon the nodes of ``names`` that a cargoship run cordoned and left so (it was interrupted) and
     that are Ready again. A node cordoned by anyone else is left alone."""
     changes = []
@@ -316,7 +316,7 @@ def release(core, module: AnsibleModule) -> None:
             changes.append(f"uncordon {name} (left cordoned by run {owner})")
             if not module.check_mode:
                 core.patch_node(name, UNCORDON)
-    module.exit_json(changed=bool(changes), changes=changes)
+    return {"changed": bool(changes), "changes": changes}
 
 
 def drain(core, module: AnsibleModule, node) -> list[str]:
@@ -424,7 +424,7 @@ def api_get(core, path: str) -> tuple[int, str]:
     return response.status, response.data.decode("utf-8", "replace")
 
 
-def check_known(core, module: AnsibleModule) -> None:
+def check_known(core, module: AnsibleModule) -> dict:
     """Every host's node is one the cluster has, and no two hosts are the same node."""
     node_of = module.params["node_of"]
     by_node: dict[str, list[str]] = {}
@@ -445,10 +445,10 @@ def check_known(core, module: AnsibleModule) -> None:
             msg="hosts and nodes do not match: " + "; ".join(problems) + ". Nothing was touched",
             problems=problems,
         )
-    module.exit_json(changed=False, changes=[], renamed={h: n for h, n in node_of.items() if h != n})
+    return {"changed": False, "changes": [], "renamed": {h: n for h, n in node_of.items() if h != n}}
 
 
-def check_safe_to_stop(core, module: AnsibleModule) -> None:
+def check_safe_to_stop(core, module: AnsibleModule) -> dict:
     """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
     p = module.params
     coordination = client.CoordinationV1Api(core.api_client)
@@ -475,7 +475,7 @@ def check_safe_to_stop(core, module: AnsibleModule) -> None:
             msg=f"not stopping {p['name']}: " + "; ".join(problems) + ". Nothing was touched; the rollout stops here",
             problems=problems,
         )
-    module.exit_json(changed=False, changes=[])
+    return {"changed": False, "changes": []}
 
 
 def wait_ready(core, module: AnsibleModule) -> None:
@@ -496,6 +496,83 @@ def wait_ready(core, module: AnsibleModule) -> None:
         if time.monotonic() > deadline:
             module.fail_json(msg=f"node {p['name']} not back within {p['timeout']}s: {why}", ready=False)
         time.sleep(1)
+
+
+# -- one handler per (state, what it works on); each returns the module's result -----------------------
+
+
+def drained(core, module: AnsibleModule) -> dict:
+    changes = drain(core, module, core.read_node(module.params["name"]))
+    return outcome(core, module, changes)
+
+
+def drains_assessed(core, module: AnsibleModule) -> dict:
+    """Check mode only: what draining each node of ``names`` would do."""
+    by_node = {name: drain(core, module, core.read_node(name)) for name in module.params["names"]}
+    return {"changed": any(by_node.values()), "by_node": by_node}
+
+
+def uncordoned(core, module: AnsibleModule) -> dict:
+    name, owner = module.params["name"], module.params["owner"]
+    node = core.read_node(name)
+    marked_by = (node.metadata.annotations or {}).get(CORDONED_BY)
+    # With an owner, lift only a cargoship run's cordon (this run's, or one a lost run left): a node
+    # someone cordoned for their own reasons stays so.
+    changes = ["uncordon"] if node.spec.unschedulable and (owner is None or marked_by is not None) else []
+    if changes and not module.check_mode:
+        core.patch_node(name, UNCORDON)
+    return outcome(core, module, changes, node)
+
+
+def one_ready(core, module: AnsibleModule) -> dict:
+    if not module.check_mode:
+        wait_ready(core, module)
+    return outcome(core, module, [])
+
+
+def all_ready(core, module: AnsibleModule) -> dict:
+    names = module.params["names"]
+
+    def ready() -> bool:
+        return all(is_ready(core.read_node(name)) for name in names)
+
+    if not module.check_mode:
+        wait_until(module, ready, f"nodes {', '.join(names)} to be Ready", time.monotonic() + module.params["timeout"])
+    return {"changed": False, "ready": ready()}
+
+
+def labeled(core, module: AnsibleModule) -> dict:
+    name = module.params["name"]
+    node = core.read_node(name)
+    current = node.metadata.labels or {}
+    wanted = {k: str(v) for k, v in module.params["labels"].items() if current.get(k) != str(v)}
+    changes = [f"label {k}={v}" for k, v in sorted(wanted.items())]
+    if wanted and not module.check_mode:
+        core.patch_node(name, {"metadata": {"labels": wanted}})
+    return outcome(core, module, changes, node)
+
+
+def outcome(core, module: AnsibleModule, changes: list, node=None) -> dict:
+    """The result for one node: its changes, and whether it is Ready now."""
+    if module.check_mode and node is not None:
+        ready = is_ready(node)
+    else:
+        ready = is_ready(core.read_node(module.params["name"]))
+    return {"changed": bool(changes), "changes": changes, "ready": ready}
+
+
+HANDLERS = {
+    ("known", "node_of"): check_known,
+    ("safe_to_stop", "name"): check_safe_to_stop,
+    ("drained", "name"): drained,
+    ("drained", "names"): drains_assessed,
+    ("uncordoned", "name"): uncordoned,
+    ("ready", "name"): one_ready,
+    ("ready", "names"): all_ready,
+    ("labeled", "name"): labeled,
+    ("released", "names"): release,
+}
+CHECK_MODE_ONLY = {drains_assessed}
 
 
 def main() -> None:
@@ -526,80 +603,31 @@ def main() -> None:
     if not HAS_KUBERNETES:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
-    several = p["names"] is not None
-    # The read-only checks: each exits the module itself.
-    checks = {
-        "known": (check_known, "node_of", "each host's node name", "cannot list the cluster's nodes"),
-        "safe_to_stop": (check_safe_to_stop, "name", "the controller", "cannot check the controllers"),
-    }
-    if p["state"] in checks:
-        check, needed, meaning, failure = checks[p["state"]]
-        if not p[needed]:
-            module.fail_json(msg=f"{p['state']} needs {needed} ({meaning})")
-        try:
-            check(client.CoreV1Api(api_client(p)), module)
-        except ApiException as exc:
-            module.fail_json(msg=f"{failure}: {api_message(exc)}")
-        except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
-            module.fail_json(msg=f"{failure}: cannot reach the Kubernetes API with {describe(p)}: {exc}")
     if p["name"] and p["names"]:
-        module.fail_json(msg="name and names are mutually exclusive (but with safe_to_stop)")
-    if several:
-        usable = p["state"] in ("ready", "released") or (p["state"] == "drained" and module.check_mode)
-        if not usable:
-            module.fail_json(msg="names is for ready, released, or assessing drains in check mode")
-    elif p["state"] == "released":
-        module.fail_json(msg="released works on names")
+        module.fail_json(msg="name and names are mutually exclusive")
+    target = "node_of" if p["node_of"] else ("names" if p["names"] is not None else "name")
+    handler = HANDLERS.get((p["state"], target))
+    if handler is None or (handler in CHECK_MODE_ONLY and not module.check_mode):
+        valid = [
+            t
+            for (state, t), h in HANDLERS.items()
+            if state == p["state"] and (module.check_mode or h not in CHECK_MODE_ONLY)
+        ]
+        module.fail_json(msg=f"state={p['state']} works on {' or '.join(valid)}, not {target}")
     try:
-        core = client.CoreV1Api(api_client(p))
-        if p["names"] is not None and p["state"] == "drained":
-            by_node = {name: drain(core, module, core.read_node(name)) for name in p["names"]}
-            module.exit_json(changed=any(by_node.values()), by_node=by_node)
-        if p["names"] is not None and p["state"] == "released":
-            release(core, module)
-        if p["names"] is not None:
-            deadline = time.monotonic() + p["timeout"]
-
-            def all_ready() -> bool:
-                return all(is_ready(core.read_node(name)) for name in p["names"])
-
-            if not module.check_mode:
-                wait_until(module, all_ready, f"nodes {', '.join(p['names'])} to be Ready", deadline)
-            module.exit_json(changed=False, ready=all_ready())
-        node = core.read_node(p["name"])
+        result = handler(client.CoreV1Api(api_client(p)), module)
     except ApiException as exc:
-        module.fail_json(msg=f"cannot read node {p['name']}: {exc.status} {exc.reason}")
+        module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
         module.fail_json(
             msg=f"cannot reach the Kubernetes API with {describe(p)}: {exc}", exception=traceback.format_exc()
         )
-
-    changes: list[str] = []
-    try:
-        if p["state"] == "drained":
-            changes = drain(core, module, node)
-        elif p["state"] == "uncordoned":
-            marked_by = (node.metadata.annotations or {}).get(CORDONED_BY)
-            # With an owner, lift only a cargoship run's cordon (this run's, or one a lost run left): a node
-            # someone cordoned for their own reasons stays so.
-            ours = p["owner"] is None or marked_by is not None
-            if node.spec.unschedulable and ours:
-                changes = ["uncordon"]
-                if not module.check_mode:
-                    core.patch_node(p["name"], UNCORDON)
-        elif p["state"] == "ready" and not module.check_mode:
-            wait_ready(core, module)
-        else:
-            current = node.metadata.labels or {}
-            wanted = {k: str(v) for k, v in p["labels"].items() if current.get(k) != str(v)}
-            changes = [f"label {k}={v}" for k, v in sorted(wanted.items())]
-            if wanted and not module.check_mode:
-                core.patch_node(p["name"], {"metadata": {"labels": wanted}})
-    except ApiException as exc:
-        module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name']}: {api_message(exc)}", changes=changes)
-    ready = is_ready(core.read_node(p["name"])) if not module.check_mode else is_ready(node)
-    result = {"changed": bool(changes), "changes": changes, "ready": ready}
-    if not module.check_mode and p["state"] in NODE_STATES and (ready or p["state"] != "ready"):
+    if (
+        not module.check_mode
+        and p["state"] in NODE_STATES
+        and target == "name"
+        and (p["state"] != "ready" or result["ready"])
+    ):
         result["node_state"] = NODE_STATES[p["state"]]
     module.exit_json(**result)
 

@@ -71,9 +71,14 @@ settings:
     - With O(node_role), the engine's settings on this host, each as the engine resolves it, and for each
       where it came from (C(<name>_from)). C(node_name), C(with_node_id), C(config_file) (the config file the
       engine reads, and C(config_files) with its drop-ins in reading order), C(data_dir), C(private_registry),
-      C(profile), and C(config_problems) (config files that could not be read).
+      C(profile), C(write_kubeconfig) (where a server writes its admin kubeconfig), and C(config_problems)
+      (config files that could not be read).
   returned: with O(node_role)
   type: dict
+service:
+  description: With O(node_role), the engine's systemd unit for that role on this host, e.g. V(k3s-agent) or V(rke2-server).
+  returned: with O(node_role)
+  type: str
 services:
   description:
     - Each engine service of the host mapped to its state (absent units omitted). V(active) for a running
@@ -88,9 +93,9 @@ import re
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import service_name
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
 
-SERVICES = {"k3s": ("k3s", "k3s-agent"), "rke2": ("rke2-server", "rke2-agent")}
 # A node name is a DNS-1123 subdomain (the API refuses anything else).
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 VERSION = re.compile(r"^(?:k3s|rke2) version (v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
@@ -125,7 +130,7 @@ def main() -> None:
     services = {}
     systemctl = module.get_bin_path("systemctl")
     if systemctl:
-        for unit in SERVICES[engine]:
+        for unit in services(engine):
             rc, out, _err = module.run_command(
                 [systemctl, "show", "--property=LoadState,ActiveState,SubState", f"{unit}.service"]
             )
@@ -144,7 +149,8 @@ def main() -> None:
     result = {"changed": False, "installed": binary is not None, "version": version, "plan": plan, "services": services}
     role = module.params["node_role"]
     if role:
-        service = SERVICES[engine][0 if role == "server" else 1]
+        service = service_name(engine, role)
+        result["service"] = service
         argv, env = _engine_settings.unit_invocation(module, service)
         settings = _engine_settings.resolve(engine, argv, env, _engine_settings.hostname())
         result["settings"] = settings

@@ -115,6 +115,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
+
 
 def read_lock(path: str) -> tuple[dict | None, float | None]:
     try:
@@ -157,7 +159,7 @@ def main() -> None:
             "state": {"type": "str", "required": True, "choices": ["acquired", "released", "touched"]},
             "run_id": {"type": "str", "required": True},
             "holder": {"type": "dict", "default": {}},
-            "path": {"type": "path", "default": "/var/lib/cargoship/lock.json"},
+            "path": {"type": "path", "default": LOCK_PATH},
             "stale_after": {"type": "int", "default": 60},
             "force": {"type": "bool", "default": False},
             "others": {"type": "str", "default": "fail", "choices": ["fail", "keep"]},

@@ -79,3 +79,23 @@ def test_without_pyyaml_the_top_level_scalars_are_read():
 def test_unit_command_lines_are_read_with_short_and_long_flags():
     flags = es.flags_of(["server", "-c", "/etc/x.yaml", "--node-name=n1", "-d", "/srv", "--with-node-id"])
     assert flags == {"config": "/etc/x.yaml", "node-name": "n1", "data-dir": "/srv", "with-node-id": True}
+
+
+def test_the_admin_kubeconfig_is_where_the_server_writes_it(tmp_path):
+    config = tmp_path / "config.yaml"
+    default = es.resolve("rke2", ["/usr/local/bin/rke2", "server", "--config", str(config)], {}, "cp-1")
+    assert default["write_kubeconfig"] == "/etc/rancher/rke2/rke2.yaml"
+    by_env = es.resolve(
+        "k3s", ["/usr/local/bin/k3s", "server", "--config", str(config)], {"K3S_KUBECONFIG_OUTPUT": "/root/k.yaml"}, "c"
+    )
+    assert (by_env["write_kubeconfig"], by_env["write_kubeconfig_from"]) == (
+        "/root/k.yaml",
+        "K3S_KUBECONFIG_OUTPUT in the unit's environment",
+    )
+    write(config, "write-kubeconfig: /srv/admin.yaml\n")
+    assert (
+        es.resolve("k3s", ["/usr/local/bin/k3s", "server", "--config", str(config)], {}, "c")["write_kubeconfig"]
+        == "/srv/admin.yaml"
+    )
+    by_flag = es.resolve("k3s", ["/usr/local/bin/k3s", "server", "--config", str(config), "-o", "/tmp/o.yaml"], {}, "c")
+    assert by_flag["write_kubeconfig"] == "/tmp/o.yaml"

@@ -146,3 +146,34 @@ def test_budget_selectors_pick_pods_as_the_disruption_controller_does(selector, 
         expressions = [client.V1LabelSelectorRequirement(**e) for e in selector.get("match_expressions", [])]
         selector = client.V1LabelSelector(match_labels=selector.get("match_labels"), match_expressions=expressions)
     assert selector_matches(selector, labels) is picked
+
+
+def test_a_run_releasing_what_it_took_leaves_another_runs_lock_alone(lock):
+    run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "holder": {"user": "ann"}})
+    refused = run_module("host_lock", {"state": "acquired", "run_id": "b", "path": lock})
+    assert refused["locked_by"] == "run a (user=ann)"
+    kept = run_module("host_lock", {"state": "released", "run_id": "b", "path": lock, "others": "keep"})
+    assert not kept.get("failed") and kept["changed"] is False
+    assert json.loads(Path(lock).read_text())["run_id"] == "a"
+
+
+@pytest.mark.parametrize(
+    ("args", "check_mode", "message"),
+    [
+        ({"state": "released", "name": "w1"}, False, "state=released works on names, not name"),
+        ({"state": "drained", "names": ["w1"]}, False, "state=drained works on name, not names"),
+        ({"state": "known", "name": "w1"}, False, "state=known works on node_of, not name"),
+        ({"state": "ready", "name": "w1", "names": ["w2"]}, False, "name and names are mutually exclusive"),
+    ],
+)
+def test_cluster_node_says_what_each_state_works_on(args, check_mode, message, tmp_path):
+    # Refused before any API call: the kubeconfig does not even exist.
+    result = run_module("cluster_node", {**args, "kubeconfig": str(tmp_path / "none")}, check_mode=check_mode)
+    assert result["failed"] and result["msg"] == message
+
+
+def test_every_state_of_cluster_node_has_a_handler():
+    from ansible_collections.cargoship.engine.plugins.modules import cluster_node
+
+    states = {state for state, _target in cluster_node.HANDLERS}
+    assert states == {"drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop", "known"}
