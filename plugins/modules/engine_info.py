@@ -94,6 +94,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import service_name
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import services as engine_services
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
 
 # A node name is a DNS-1123 subdomain (the API refuses anything else).
@@ -130,7 +131,7 @@ def main() -> None:
     services = {}
     systemctl = module.get_bin_path("systemctl")
     if systemctl:
-        for unit in services(engine):
+        for unit in engine_services(engine):
             rc, out, _err = module.run_command(
                 [systemctl, "show", "--property=LoadState,ActiveState,SubState", f"{unit}.service"]
             )

@@ -177,3 +177,9 @@ def test_every_state_of_cluster_node_has_a_handler():
 
     states = {state for state, _target in cluster_node.HANDLERS}
     assert states == {"drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop", "known"}
+
+
+def test_engine_info_runs_on_a_host_without_the_engine():
+    result = run_module("engine_info", {"engine": "rke2"})
+    assert not result.get("failed"), result
+    assert result["installed"] is False and result["services"] == {}
