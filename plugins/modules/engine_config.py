@@ -206,13 +206,9 @@ node_state:
 """
 
 import difflib
-import json
 import os
-import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.common.text.converters import to_native
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
@@ -225,85 +221,19 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     same_content,
     validate,
 )
+from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError
 
-TEMP_PREFIX = ".cargoship-"
+
+def fail(module: AnsibleModule, error: FileError) -> None:
+    module.fail_json(msg=error.msg, **({"path": error.path} if error.path else {}))
 
 
 def read_current(module: AnsibleModule, path: str) -> str | None:
-    if os.path.islink(path):
-        module.fail_json(msg=f"refusing to manage {path}: it is a symbolic link (something else put it there)")
     try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        module.fail_json(msg=f"cannot read {path}: {to_native(exc)}")
+        return EngineFiles.read(path)
+    except FileError as error:
+        fail(module, error)
     return None
-
-
-def staged_path_of(path: str, backup_id: str) -> str:
-    """Where state=staged leaves the new content of path: beside it, so that putting it in place is a rename.
-    The name ends in .new so that no engine pattern (config.yaml.d/*.yaml matches hidden files) reads it."""
-    return os.path.join(os.path.dirname(path), f"{TEMP_PREFIX}staged-{backup_id}-{os.path.basename(path)}.new")
-
-
-def write_whole(module: AnsibleModule, directory: str, content: str, name: str | None = None) -> str:
-    """Write content to a new root-owned 0600 file in directory, flushed to disk; return its path.
-    A partly written file is removed before the error goes up."""
-    if os.path.islink(directory):
-        module.fail_json(msg=f"refusing to write into {directory}: it is a symbolic link")
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    if name is None:
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=directory)
-    else:
-        tmp = os.path.join(directory, name)
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            os.fchmod(handle.fileno(), 0o600)
-            handle.write(content)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chown(tmp, 0, 0)
-    except OSError:
-        os.unlink(tmp)
-        raise
-    return tmp
-
-
-def put_in_place(module: AnsibleModule, ready: str, path: str) -> None:
-    """Rename a whole file over path (the same directory, so nothing is ever half there)."""
-    module.atomic_move(ready, path)
-    os.chmod(path, 0o600)
-
-
-def write_atomically(module: AnsibleModule, path: str, content: str) -> None:
-    try:
-        put_in_place(module, write_whole(module, os.path.dirname(path), content), path)
-    except OSError as exc:
-        module.fail_json(msg=f"could not write {path}: {to_native(exc)}; the previous file is unchanged", path=path)
-
-
-def take_staged(path: str, content: str, backup_id: str) -> str | None:
-    """The staged file for path if it holds exactly content, else None (and a stale one is removed)."""
-    staged = staged_path_of(path, backup_id)
-    if not os.path.isfile(staged) or os.path.islink(staged):
-        return None
-    with open(staged, encoding="utf-8") as handle:
-        if handle.read() == content:
-            return staged
-    os.unlink(staged)
-    return None
-
-
-def remove_staged(paths: list[str], backup_id: str) -> None:
-    for path in paths:
-        staged = staged_path_of(path, backup_id)
-        if os.path.lexists(staged):
-            os.unlink(staged)
 
 
 def paths_of(module: AnsibleModule) -> dict:
@@ -314,7 +244,9 @@ def paths_of(module: AnsibleModule) -> dict:
     return {}
 
 
-def backup_dir_of(module: AnsibleModule) -> str:
+def files_of(module: AnsibleModule) -> EngineFiles:
+    """The run's file backend: its backup directory (refused inside the manifests directory, where the
+    engine would apply backups), the module's atomic move."""
     params = module.params
     root = params["backup_root"]
     manifests = paths_of(module)["manifests"]
@@ -324,149 +256,28 @@ def backup_dir_of(module: AnsibleModule) -> str:
         )
     if not params["backup_id"] or "/" in params["backup_id"] or params["backup_id"] in (".", ".."):
         module.fail_json(msg="backup_id must be a plain name")
-    return os.path.join(root, params["backup_id"])
-
-
-def take_backup(module: AnsibleModule, directory: str, files: list[dict]) -> None:
-    """Record every file about to be written; a file that did not exist is recorded as absent."""
-    os.makedirs(directory, mode=0o700, exist_ok=True)
-    index_path = os.path.join(directory, "index.json")
-    index = {}
-    if os.path.exists(index_path):
-        with open(index_path, encoding="utf-8") as handle:
-            index = json.load(handle)
-    known = len(index)
-    for number, item in enumerate(files, start=known):
-        path = item["path"]
-        if path in index:
-            continue
-        if os.path.exists(path):
-            saved = os.path.join(directory, f"{number:03d}-{os.path.basename(path)}")
-            shutil.copy2(path, saved)
-            os.chmod(saved, 0o600)
-            index[path] = saved
-        else:
-            index[path] = None
-    if len(index) == known:
-        return
-    fd, tmp = tempfile.mkstemp(dir=directory)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        json.dump(index, handle, indent=2)
-    os.replace(tmp, index_path)
-
-
-def restore(module: AnsibleModule) -> None:
-    directory = backup_dir_of(module)
-    index_path = os.path.join(directory, "index.json")
-    if not os.path.exists(index_path):
-        module.exit_json(
-            changed=False,
-            changes=[],
-            restart_required=False,
-            backup_found=False,
-            msg=f"no backup {module.params['backup_id']}: nothing was written",
-        )
-    with open(index_path, encoding="utf-8") as handle:
-        index = json.load(handle)
-    changes = []
-    if not module.check_mode:
-        remove_staged(list(index), module.params["backup_id"])
-    for path, saved in sorted(index.items()):
-        current = read_current(module, path)
-        if saved is None:
-            if current is not None:
-                changes.append({"path": path, "kind": "backup", "action": "remove", "restart": True})
-                if not module.check_mode:
-                    os.unlink(path)
-            continue
-        with open(saved, encoding="utf-8") as handle:
-            previous = handle.read()
-        if previous != current:
-            changes.append({"path": path, "kind": "backup", "action": "restore", "restart": True})
-            if not module.check_mode:
-                write_atomically(module, path, previous)
-    module.exit_json(
-        changed=bool(changes),
-        changes=changes,
-        restart_required=bool(changes),
-        backup_dir=directory,
-        backup_found=True,
-        **({} if module.check_mode else {"node_state": "restored"}),
+    return EngineFiles(
+        os.path.join(root, params["backup_id"]), params["backup_id"], module.check_mode, move=module.atomic_move
     )
 
 
+def restore(module: AnsibleModule) -> None:
+    try:
+        result = files_of(module).restore()
+    except FileError as error:
+        fail(module, error)
+    if result["backup_found"] and not module.check_mode:
+        result["node_state"] = "restored"
+    module.exit_json(**result)
+
+
 def clean(module: AnsibleModule) -> None:
-    """Remove the temporary files write_atomically() leaves only when interrupted between create and rename."""
-    changes = []
+    """Remove the temporary files a write leaves only when interrupted between create and rename."""
     paths = paths_of(module)
     # Its own directories, whole; the registries file's directory (the engine's, maybe /etc) at its top only.
-    places = [(root, True) for root in paths["allowed_roots"]]
-    places += [(os.path.dirname(path), False) for path in paths["allowed_files"]]
-    for root, recursive in places:
-        for directory, _dirs, names in os.walk(root):
-            for name in names:
-                path = os.path.join(directory, name)
-                if name.startswith(TEMP_PREFIX) and os.path.isfile(path) and not os.path.islink(path):
-                    changes.append({"path": path, "kind": "temporary", "action": "remove", "restart": False})
-                    if not module.check_mode:
-                        os.unlink(path)
-            if not recursive:
-                break
+    backend = EngineFiles("", "", module.check_mode)
+    changes = backend.clean(list(paths["allowed_roots"]), [os.path.dirname(p) for p in paths["allowed_files"]])
     module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
-
-
-def stage(module: AnsibleModule, directory: str, drifted: list[dict], changes: list[dict]) -> None:
-    """Back up, then write every new file whole beside its destination. Any failure (a full disk, say)
-    removes what was staged and fails with nothing the engine reads changed."""
-    backup_id = module.params["backup_id"]
-    done = []
-    try:
-        take_backup(module, directory, drifted)
-        for number, item in enumerate(drifted):
-            path = item["path"]
-            read_current(module, path)  # refuses a symbolic link planted since the comparison
-            if item["content"] is None:
-                continue  # a removal: nothing to prepare
-            name = os.path.basename(staged_path_of(path, backup_id))
-            done.append(path)
-            changes[number]["staged"] = write_whole(module, os.path.dirname(path), item["content"], name)
-    except OSError as exc:
-        remove_staged(done, backup_id)
-        module.fail_json(
-            msg=f"could not prepare the new {done[-1] if done else 'backup in ' + directory}: {to_native(exc)}. "
-            "Nothing was changed: the current files, the engine and the node are as they were",
-            path=done[-1] if done else directory,
-        )
-
-
-def write(module: AnsibleModule, directory: str, drifted: list[dict]) -> None:
-    """Put every drifted file in place: by renaming what state=staged prepared, else by writing it now."""
-    try:
-        take_backup(module, directory, drifted)
-    except OSError as exc:
-        module.fail_json(
-            msg=f"could not back up the current files in {directory}: {to_native(exc)}; nothing was written"
-        )
-    for item in drifted:
-        if item["content"] is None:
-            try:
-                os.unlink(item["path"])
-            except FileNotFoundError:
-                pass
-            except OSError as exc:
-                module.fail_json(msg=f"could not remove {item['path']}: {to_native(exc)}", path=item["path"])
-            continue
-        staged = take_staged(item["path"], item["content"], module.params["backup_id"])
-        if staged is None:
-            write_atomically(module, item["path"], item["content"])
-            continue
-        try:
-            put_in_place(module, staged, item["path"])
-        except OSError as exc:
-            module.fail_json(
-                msg=f"could not put {item['path']} in place: {to_native(exc)}; the previous file is unchanged",
-                path=item["path"],
-            )
 
 
 def no_longer_wanted(module: AnsibleModule, files: list[dict]) -> list[dict]:
@@ -662,14 +473,17 @@ def main() -> None:
     if changes and not module.check_mode:
         if not params["backup_id"]:
             module.fail_json(msg="backup_id is required to write files (the previous versions are kept under it)")
-        directory = backup_dir_of(module)
-        result["backup_dir"] = directory
-        if params["state"] == "staged":
-            stage(module, directory, drifted, changes)
-        else:
-            write(module, directory, drifted)
+        backend = files_of(module)
+        result["backup_dir"] = backend.backup_dir
+        try:
+            if params["state"] == "staged":
+                backend.stage(drifted, changes)
+            else:
+                backend.write(drifted)
+        except FileError as error:
+            fail(module, error)
     if params["state"] == "present" and params["backup_id"] and not module.check_mode:
-        remove_staged([item["path"] for item in files], params["backup_id"])
+        files_of(module).remove_staged([item["path"] for item in files])
     if params["state"] == "present" and not module.check_mode:
         result["node_state"] = "written"
     module.exit_json(**result)

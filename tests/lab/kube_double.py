@@ -374,6 +374,9 @@ class Store:
             obj.setdefault("status", {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
         if resource.plural == "namespaces":
             obj.setdefault("status", {"phase": "Active"})
+        if resource.plural == "nodes":
+            # kube-apiserver always returns a node's spec, empty or not (a Go struct is never omitted).
+            obj.setdefault("spec", {})
         if resource.plural == "poddisruptionbudgets":
             obj.setdefault("status", {})
 

@@ -56,7 +56,7 @@ def test_progress_has_a_line_per_phase_and_a_line_per_node_only_where_nodes_go_o
 
 
 def test_extra_vars_are_read_as_ansible_playbook_reads_them(tmp_path):
-    from cargoship_runner.cli import parse_extra_vars
+    from cargoship_runner.operation import parse_extra_vars
 
     varsfile = tmp_path / "vars.yml"
     varsfile.write_text("cargoship_drain_timeout: 60\n")

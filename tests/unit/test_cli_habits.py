@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from cargoship_runner import cli
+from cargoship_runner import cli, operation
 from cargoship_runner.runner import RunOutcome, masked_output
 
 COMMANDS = [[], ["engine-config-sync"], ["phase"], ["phase", "list"], ["phase", "run"], ["unlock"]]
@@ -43,7 +43,8 @@ class Recorder:
 @pytest.fixture
 def recorder(monkeypatch):
     recorder = Recorder()
-    monkeypatch.setattr(cli, "run_playbook", recorder)
+    monkeypatch.setattr(cli, "run_playbook", recorder)  # unlock
+    monkeypatch.setattr(operation, "run_playbook", recorder)  # the runs of an operation
     return recorder
 
 
@@ -105,7 +106,7 @@ def test_not_on_a_terminal_the_report_is_plain_lines_never_folded(recorder, tmp_
             }
         ],
     }
-    monkeypatch.setattr(cli, "run_playbook", lambda options, on_event=None: RunOutcome(0, report, [], "R", False))
+    monkeypatch.setattr(operation, "run_playbook", lambda options, on_event=None: RunOutcome(0, report, [], "R", False))
     result = CliRunner().invoke(cli.main, ["engine-config-sync", "--dry-run", "-i", str(tmp_path / "hosts.yml")])
     line = next(line for line in result.output.splitlines() if "sync_worker" in line)
     assert f"{long_host}: restart k3s" in line

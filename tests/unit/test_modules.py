@@ -140,7 +140,7 @@ def test_engine_config_diff_shows_mirrors_and_hides_only_credentials(tmp_path):
 def test_budget_selectors_pick_pods_as_the_disruption_controller_does(selector, labels, picked):
     from kubernetes import client
 
-    from ansible_collections.cargoship.engine.plugins.modules.cluster_node import selector_matches
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import selector_matches
 
     if selector is not None:
         expressions = [client.V1LabelSelectorRequirement(**e) for e in selector.get("match_expressions", [])]

@@ -1,0 +1,409 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What cargoship does to nodes through the Kubernetes API, as kubectl would: drain (cordon, evict with
+the disruption budgets' consent, wait for the pods to go), uncordon, wait for Ready from a kubelet that
+started after a stop, label, give back nodes a lost run left cordoned, and the read-only checks (every
+host a node, a controller safe to stop). One function per (state, what it works on), each returning the
+cluster_node module's result.
+
+Each takes the kubernetes CoreV1Api and ``module``: anything with ``params`` (the module's options),
+``check_mode`` and ``fail_json`` (which must not return). Runs on the control host.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import time
+
+try:
+    from kubernetes import client
+    from kubernetes.client.rest import ApiException
+except ImportError:  # the module reports the missing library itself
+    client = None
+    ApiException = Exception
+
+
+CORDONED_BY = "cargoship.io/cordoned-by"
+CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+UNCORDON = {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}}
+# The node_state a step of a node's sync returns (plugin_utils/_node_progress.py follows them).
+NODE_STATES = {"drained": "drained", "ready": "ready", "uncordoned": "uncordoned"}
+
+
+def is_ready(node) -> bool:
+    return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
+
+
+def parse_time(text: str) -> datetime.datetime:
+    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def back_since(core, coordination, name: str, since: datetime.datetime) -> tuple[bool, str]:
+    """Whether a kubelet started after ``since`` runs and reports the node Ready; if not, why not."""
+    node = core.read_node(name)
+    ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+    renewed = lease_renewed(coordination, name)
+    if renewed is None or renewed <= since:
+        return False, (
+            "its kubelet has not renewed its Lease since the engine was stopped"
+            + (" (the Ready=True the node shows is from before)" if is_ready(node) else "")
+        )
+    # A status is posted with a whole-second heartbeat time: one from the new kubelet is never earlier
+    # than the second of the stop.
+    posted = ready.last_heartbeat_time if ready else None
+    if posted is None or posted < since.replace(microsecond=0):
+        return False, "its kubelet runs but has not posted the node's status since the engine was stopped"
+    if ready.status != "True":
+        return False, f"its kubelet reports Ready={ready.status}: {ready.reason or ''} {ready.message or ''}".strip()
+    return True, "Ready, reported by a kubelet started after the engine was stopped"
+
+
+def selector_matches(selector, labels: dict) -> bool:
+    """Whether a PodDisruptionBudget's label selector picks a pod (policy/v1: an empty selector picks
+    every pod of the budget's namespace, a missing one none)."""
+    if selector is None:
+        return False
+    if any(labels.get(key) != value for key, value in (selector.match_labels or {}).items()):
+        return False
+    for requirement in selector.match_expressions or []:
+        present, values = requirement.key in labels, requirement.values or []
+        matched = {
+            "In": present and labels.get(requirement.key) in values,
+            "NotIn": not present or labels.get(requirement.key) not in values,
+            "Exists": present,
+            "DoesNotExist": not present,
+        }.get(requirement.operator, False)
+        if not matched:
+            return False
+    return True
+
+
+def pods_to_evict(core, module, name: str) -> tuple[list, list[str]]:
+    """The pods a drain evicts, as ``kubectl drain --ignore-daemonsets --delete-emptydir-data`` picks
+    them, and why the drain cannot go ahead: pods without a controller, which nothing would recreate
+    (unless O(force)), and pods more than one PodDisruptionBudget covers, which the API never evicts."""
+    p = module.params
+    pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
+    chosen, orphans = [], []
+    for pod in pods:
+        annotations = pod.metadata.annotations or {}
+        if "kubernetes.io/config.mirror" in annotations:
+            continue  # static pods belong to the kubelet
+        owners = pod.metadata.owner_references or []
+        if any(o.kind == "DaemonSet" and o.controller for o in owners):
+            if p["ignore_daemonsets"]:
+                continue
+            module.fail_json(
+                msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} belongs to a DaemonSet; set ignore_daemonsets to drain"
+            )
+        if pod.status and pod.status.phase in ("Succeeded", "Failed"):
+            continue
+        volumes = (pod.spec.volumes if pod.spec else None) or []
+        if any(v.empty_dir is not None for v in volumes) and not p["delete_emptydir_data"]:
+            module.fail_json(
+                msg=f"pod {pod.metadata.namespace}/{pod.metadata.name} uses emptyDir data; set delete_emptydir_data to drain"
+            )
+        if not any(o.controller for o in owners) and not p["force"]:
+            orphans.append(f"{pod.metadata.namespace}/{pod.metadata.name}")
+            continue
+        chosen.append(pod)
+    refusals = []
+    if orphans:
+        refusals.append(
+            f"{', '.join(orphans)} {'has' if len(orphans) == 1 else 'have'} no controller and would be gone for good "
+            "(set cargoship_drain_force: true to delete them anyway)"
+        )
+    if chosen:
+        budgets = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
+        for pod in chosen:
+            covering = [
+                f"{b.metadata.namespace}/{b.metadata.name}"
+                for b in budgets
+                if b.metadata.namespace == pod.metadata.namespace
+                and selector_matches(b.spec.selector, pod.metadata.labels or {})
+            ]
+            if len(covering) > 1:
+                refusals.append(
+                    f"{pod.metadata.namespace}/{pod.metadata.name} is covered by more than one PodDisruptionBudget "
+                    f"({', '.join(covering)}), which the API refuses to evict (leave one budget per pod)"
+                )
+    return chosen, refusals
+
+
+def api_message(exc: ApiException) -> str:
+    """The API server's own words for a refusal (its Status message), else the HTTP reason."""
+    try:
+        message = json.loads(exc.body or "{}").get("message")
+    except (TypeError, ValueError, AttributeError):
+        message = None
+    return f"{exc.status} {message or exc.reason}"
+
+
+def eviction_line(pod) -> str:
+    notes = []
+    if any(v.empty_dir is not None for v in (pod.spec.volumes if pod.spec else None) or []):
+        notes.append("its emptyDir data is lost")
+    if not any(o.controller for o in pod.metadata.owner_references or []):
+        notes.append("no controller: gone for good")
+    return f"evict {pod.metadata.namespace}/{pod.metadata.name}" + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def release(core, module) -> dict:
+    """Uncordon the nodes of ``names`` that a cargoship run cordoned and left so (it was interrupted) and
+    that are Ready again. A node cordoned by anyone else is left alone."""
+    changes = []
+    coordination = client.CoordinationV1Api(core.api_client)
+    for name in module.params["names"]:
+        node = core.read_node(name)
+        owner = (node.metadata.annotations or {}).get(CORDONED_BY)
+        # Ready from a kubelet that still renews its Lease: a stopped one leaves its old Ready behind.
+        alive = is_ready(node) and lease_age(coordination, name) <= module.params["fresh_within"]
+        if owner and node.spec.unschedulable and alive:
+            changes.append(f"uncordon {name} (left cordoned by run {owner})")
+            if not module.check_mode:
+                core.patch_node(name, UNCORDON)
+    return {"changed": bool(changes), "changes": changes}
+
+
+def drain(core, module, node) -> list[str]:
+    p = module.params
+    changes = [] if node.spec.unschedulable else ["cordon"]
+    pods, blockers = pods_to_evict(core, module, node.metadata.name)
+    changes += [eviction_line(pod) for pod in pods]
+    if blockers:
+        # As kubectl drain would fail: refused before the node is touched (not even cordoned).
+        refusal = f"drain of {node.metadata.name} refused: {'; '.join(blockers)}"
+        if module.check_mode:
+            return [*changes, refusal]
+        module.fail_json(msg=refusal, refused=blockers, changes=[], ready=is_ready(node))
+    if module.check_mode:
+        return changes
+    if not node.spec.unschedulable:
+        # Marked as ours, so that a later run can give back a node an interrupted run left cordoned.
+        cordon = {
+            "spec": {"unschedulable": True},
+            "metadata": {"annotations": {CORDONED_BY: p["owner"] or "cargoship"}},
+        }
+        core.patch_node(p["name"], cordon)
+    deadline = time.monotonic() + p["timeout"]
+    pending = {(pod.metadata.namespace, pod.metadata.name): pod.metadata.uid for pod in pods}
+    refusals: dict[tuple[str, str], str] = {}
+    while pending:
+        for namespace, name in list(pending):
+            body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
+            try:
+                core.create_namespaced_pod_eviction(name, namespace, body)
+            except ApiException as exc:
+                if exc.status == 404:
+                    pending.pop((namespace, name))
+                    continue
+                if exc.status == 429:
+                    refusals[(namespace, name)] = "a PodDisruptionBudget does not allow it yet"
+                    continue
+                module.fail_json(
+                    msg=f"drain of {p['name']} stopped: the API refused to evict {namespace}/{name}: {api_message(exc)}",
+                    changes=changes,
+                    ready=is_ready(node),
+                )
+            pending.pop((namespace, name))
+            refusals.pop((namespace, name), None)
+        if not pending:
+            break
+        if time.monotonic() + p["retry_delay"] > deadline:
+            blocked = ", ".join(f"{ns}/{n} ({refusals.get((ns, n), 'not evicted')})" for ns, n in sorted(pending))
+            module.fail_json(
+                msg=f"drain of {p['name']} did not finish within {p['timeout']}s: {blocked}",
+                changes=changes,
+                ready=is_ready(node),
+            )
+        time.sleep(p["retry_delay"])
+    wait_until(
+        module, lambda: all(pod_gone(core, pod) for pod in pods), f"evicted pods of {p['name']} to terminate", deadline
+    )
+    return changes
+
+
+def pod_gone(core, pod) -> bool:
+    try:
+        current = core.read_namespaced_pod(pod.metadata.name, pod.metadata.namespace)
+    except ApiException as exc:
+        if exc.status == 404:
+            return True
+        raise
+    return current.metadata.uid != pod.metadata.uid
+
+
+def wait_until(module, condition, what: str, deadline: float) -> None:
+    while not condition():
+        if time.monotonic() > deadline:
+            module.fail_json(msg=f"timed out waiting for {what}")
+        time.sleep(1)
+
+
+def lease_renewed(coordination, name: str) -> datetime.datetime | None:
+    """When the node's kubelet last renewed its Lease in kube-node-lease (None without one)."""
+    try:
+        return coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        return None
+
+
+def lease_age(coordination, name: str) -> float:
+    """Seconds since the node's kubelet renewed its Lease (infinite without one). The control host's clock
+    against the kubelet's: the windows it is compared with are wide enough for ordinary skew."""
+    renewed = lease_renewed(coordination, name)
+    return float("inf") if renewed is None else (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
+
+
+def api_get(core, path: str) -> tuple[int, str]:
+    """A GET on a path the typed client has no method for, with the client's own address, TLS and credentials."""
+    api = core.api_client
+    headers = {"Accept": "application/json, */*"}
+    for setting in api.configuration.auth_settings().values():
+        if setting.get("in") == "header" and setting.get("value"):
+            headers[setting["key"]] = setting["value"]
+    response = api.rest_client.pool_manager.request(
+        "GET", api.configuration.host + path, headers=headers, timeout=10, retries=False
+    )
+    return response.status, response.data.decode("utf-8", "replace")
+
+
+def check_known(core, module) -> dict:
+    """Every host's node is one the cluster has, and no two hosts are the same node."""
+    node_of = module.params["node_of"]
+    by_node: dict[str, list[str]] = {}
+    for host, node in node_of.items():
+        by_node.setdefault(str(node), []).append(host)
+    problems = [
+        f"{' and '.join(sorted(hosts))} are all node {node}"
+        for node, hosts in sorted(by_node.items())
+        if len(hosts) > 1
+    ]
+    existing = {n.metadata.name for n in core.list_node().items}
+    for host, node in sorted(node_of.items()):
+        if node not in existing:
+            named = "" if node == host else " (its engine's node name)"
+            problems.append(f"{host}: the cluster has no node {node}{named}")
+    if problems:
+        module.fail_json(
+            msg="hosts and nodes do not match: " + "; ".join(problems) + ". Nothing was touched",
+            problems=problems,
+        )
+    return {"changed": False, "changes": [], "renamed": {h: n for h, n in node_of.items() if h != n}}
+
+
+def check_safe_to_stop(core, module) -> dict:
+    """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
+    p = module.params
+    coordination = client.CoordinationV1Api(core.api_client)
+    problems = []
+    if p["names"] is not None:
+        controllers = p["names"]
+    else:
+        # The cluster's own view of its controllers, which includes any the inventory does not list.
+        controllers = [n.metadata.name for n in core.list_node(label_selector=CONTROL_PLANE).items]
+    for other in controllers:
+        if other == p["name"]:
+            continue
+        age = lease_age(coordination, other)
+        if not is_ready(core.read_node(other)):
+            problems.append(f"controller {other} is not Ready")
+        elif age > p["fresh_within"]:
+            renewed = "never" if age == float("inf") else f"{int(age)} s ago"
+            problems.append(f"controller {other} shows Ready but its kubelet last renewed its Lease {renewed}")
+    status, body = api_get(core, "/readyz/etcd")
+    if status not in (200, 404):  # 404: no embedded etcd behind this API server
+        problems.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
+    if problems:
+        module.fail_json(
+            msg=f"not stopping {p['name']}: " + "; ".join(problems) + ". Nothing was touched; the rollout stops here",
+            problems=problems,
+        )
+    return {"changed": False, "changes": []}
+
+
+def wait_ready(core, module) -> None:
+    p = module.params
+    deadline = time.monotonic() + p["timeout"]
+    if not p["restarted_after"]:
+        wait_until(module, lambda: is_ready(core.read_node(p["name"])), f"node {p['name']} to be Ready", deadline)
+        return
+    try:
+        since = parse_time(p["restarted_after"])
+    except ValueError:
+        module.fail_json(msg=f"restarted_after is not an RFC 3339 time: {p['restarted_after']!r}")
+    coordination = client.CoordinationV1Api(core.api_client)
+    while True:
+        back, why = back_since(core, coordination, p["name"], since)
+        if back:
+            return
+        if time.monotonic() > deadline:
+            module.fail_json(msg=f"node {p['name']} not back within {p['timeout']}s: {why}", ready=False)
+        time.sleep(1)
+
+
+# -- one handler per (state, what it works on); each returns the module's result -----------------------
+
+
+def drained(core, module) -> dict:
+    changes = drain(core, module, core.read_node(module.params["name"]))
+    return outcome(core, module, changes)
+
+
+def drains_assessed(core, module) -> dict:
+    """Check mode only: what draining each node of ``names`` would do."""
+    by_node = {name: drain(core, module, core.read_node(name)) for name in module.params["names"]}
+    return {"changed": any(by_node.values()), "by_node": by_node}
+
+
+def uncordoned(core, module) -> dict:
+    name, owner = module.params["name"], module.params["owner"]
+    node = core.read_node(name)
+    marked_by = (node.metadata.annotations or {}).get(CORDONED_BY)
+    # With an owner, lift only a cargoship run's cordon (this run's, or one a lost run left): a node
+    # someone cordoned for their own reasons stays so.
+    changes = ["uncordon"] if node.spec.unschedulable and (owner is None or marked_by is not None) else []
+    if changes and not module.check_mode:
+        core.patch_node(name, UNCORDON)
+    return outcome(core, module, changes, node)
+
+
+def one_ready(core, module) -> dict:
+    if not module.check_mode:
+        wait_ready(core, module)
+    return outcome(core, module, [])
+
+
+def all_ready(core, module) -> dict:
+    names = module.params["names"]
+
+    def ready() -> bool:
+        return all(is_ready(core.read_node(name)) for name in names)
+
+    if not module.check_mode:
+        wait_until(module, ready, f"nodes {', '.join(names)} to be Ready", time.monotonic() + module.params["timeout"])
+    return {"changed": False, "ready": ready()}
+
+
+def labeled(core, module) -> dict:
+    name = module.params["name"]
+    node = core.read_node(name)
+    current = node.metadata.labels or {}
+    wanted = {k: str(v) for k, v in module.params["labels"].items() if current.get(k) != str(v)}
+    changes = [f"label {k}={v}" for k, v in sorted(wanted.items())]
+    if wanted and not module.check_mode:
+        core.patch_node(name, {"metadata": {"labels": wanted}})
+    return outcome(core, module, changes, node)
+
+
+def outcome(core, module, changes: list, node=None) -> dict:
+    """The result for one node: its changes, and whether it is Ready now."""
+    if module.check_mode and node is not None:
+        ready = is_ready(node)
+    else:
+        ready = is_ready(core.read_node(module.params["name"]))
+    return {"changed": bool(changes), "changes": changes, "ready": ready}

@@ -1,0 +1,71 @@
+"""The lab's Kubernetes API double served over HTTPS on 127.0.0.1, with a real kubernetes client for
+it: for unit tests of the code that talks to the API, without test hosts."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+import threading
+import types
+
+import kube_double
+import labctl
+from kubernetes import client
+from kubernetes.client.rest import ApiException
+
+
+def stamp(micro: bool = False) -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S" + (".%fZ" if micro else "Z"))
+
+
+class KubeApi:
+    def __init__(self, state):
+        lab = types.SimpleNamespace(hosts=[], state=state, token="unit-token")
+        labctl.make_certificates(lab)
+        kube_double.Handler.token = lab.token
+        self.store = kube_double.Handler.store = kube_double.Store()
+        self.server = kube_double.ThreadingHTTPServer(("127.0.0.1", 0), kube_double.Handler)
+        self.server.daemon_threads = True
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(str(state / "apiserver.crt"), str(state / "apiserver.key"))
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.stop = threading.Event()
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        threading.Thread(target=kube_double.controllers, args=(self.store, self.stop), daemon=True).start()
+        configuration = client.Configuration()
+        configuration.host = f"https://127.0.0.1:{self.server.server_address[1]}"
+        configuration.ssl_ca_cert = str(state / "ca.crt")
+        configuration.api_key = {"BearerToken": f"Bearer {lab.token}"}
+        self.api_client = client.ApiClient(configuration)
+        self.core = client.CoreV1Api(self.api_client)
+        self.coordination = client.CoordinationV1Api(self.api_client)
+
+    def node(self, name: str, ready: bool = True, labels: dict | None = None) -> None:
+        """A node as its kubelet registers it, with its Lease."""
+        condition = {"type": "Ready", "status": "True" if ready else "False", "lastHeartbeatTime": stamp()}
+        body = {"metadata": {"name": name, "labels": labels or {}}, "status": {"conditions": [condition]}}
+        self.core.create_node(body)
+        self.kubelet_alive(name)
+
+    def kubelet_alive(self, name: str) -> None:
+        """The kubelet renews its Lease now."""
+        spec = {"holderIdentity": name, "renewTime": stamp(micro=True)}
+        try:
+            self.coordination.create_namespaced_lease(
+                "kube-node-lease", {"metadata": {"name": name, "namespace": "kube-node-lease"}, "spec": spec}
+            )
+        except ApiException:
+            self.coordination.patch_namespaced_lease(name, "kube-node-lease", {"spec": spec})
+
+    def pod(self, name: str, node: str, owner: str | None = "web", grace: int = 0, namespace: str = "default") -> None:
+        meta = {"name": name, "namespace": namespace, "labels": {"app": "web"}}
+        if owner:
+            meta["ownerReferences"] = [
+                {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": owner, "uid": "u", "controller": True}
+            ]
+        spec = {"nodeName": node, "terminationGracePeriodSeconds": grace, "containers": [{"name": "c", "image": "i"}]}
+        self.core.create_namespaced_pod(namespace, {"metadata": meta, "spec": spec, "status": {"phase": "Running"}})
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()

@@ -1,0 +1,110 @@
+"""The node operations of cluster_node (module_utils/_kube_nodes.py) against the lab's API double, with
+the real kubernetes client and no test hosts."""
+
+from __future__ import annotations
+
+import datetime
+
+import pytest
+from kube_api import KubeApi
+
+from ansible_collections.cargoship.engine.plugins.module_utils import _kube_nodes as nodes
+
+DEFAULTS = {
+    "name": None,
+    "names": None,
+    "node_of": None,
+    "owner": "RUN1",
+    "timeout": 5,
+    "retry_delay": 1,
+    "ignore_daemonsets": True,
+    "delete_emptydir_data": True,
+    "force": False,
+    "labels": {},
+    "restarted_after": None,
+    "fresh_within": 25,
+}
+
+
+class Failed(Exception):
+    pass
+
+
+class Module:
+    """What the node operations use of an AnsibleModule: its options, check mode, failing."""
+
+    def __init__(self, check_mode: bool = False, **params):
+        self.params, self.check_mode = {**DEFAULTS, **params}, check_mode
+
+    def fail_json(self, msg: str, **_result) -> None:
+        raise Failed(msg)
+
+    def warn(self, _message: str) -> None:
+        pass
+
+
+@pytest.fixture
+def api(tmp_path):
+    served = KubeApi(tmp_path)
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def test_a_drain_cordons_evicts_and_waits_until_the_pods_are_gone(api):
+    api.node("w1")
+    api.pod("web-1", "w1")
+    api.pod("web-2", "w1")
+    result = nodes.drained(api.core, Module(name="w1"))
+    assert result["changes"] == ["cordon", "evict default/web-1", "evict default/web-2"]
+    node = api.core.read_node("w1")
+    assert node.spec.unschedulable and node.metadata.annotations[nodes.CORDONED_BY] == "RUN1"
+    assert [p.metadata.name for p in api.core.list_namespaced_pod("default").items] == []
+
+
+def test_a_pod_without_a_controller_stops_the_drain_before_the_cordon(api):
+    api.node("w1")
+    api.pod("loner", "w1", owner=None)
+    with pytest.raises(Failed, match="default/loner has no controller and would be gone for good"):
+        nodes.drained(api.core, Module(name="w1"))
+    assert not api.core.read_node("w1").spec.unschedulable
+    assessed = nodes.drains_assessed(api.core, Module(check_mode=True, names=["w1"]))
+    assert any("no controller" in line for line in assessed["by_node"]["w1"])
+
+
+def test_ready_counts_only_a_kubelet_started_after_the_stop(api):
+    api.node("w1")
+    stopped = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # The node still shows Ready=True, but its kubelet has not renewed its Lease since the stop.
+    with pytest.raises(Failed, match="has not renewed its Lease since the engine was stopped"):
+        nodes.one_ready(api.core, Module(name="w1", restarted_after=stopped, timeout=2))
+    api.kubelet_alive("w1")
+    status = {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": _later_stamp()}]}}
+    api.core.patch_node_status("w1", status)
+    assert nodes.one_ready(api.core, Module(name="w1", restarted_after=stopped))["ready"] is True
+
+
+def _later_stamp() -> str:
+    return (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_release_gives_back_only_nodes_a_cargoship_run_cordoned_and_that_are_alive(api):
+    for name in ("w1", "w2"):
+        api.node(name)
+    api.core.patch_node(
+        "w1", {"spec": {"unschedulable": True}, "metadata": {"annotations": {nodes.CORDONED_BY: "lost-run"}}}
+    )
+    api.core.patch_node("w2", {"spec": {"unschedulable": True}})  # someone's own cordon
+    result = nodes.release(api.core, Module(names=["w1", "w2"]))
+    assert result["changes"] == ["uncordon w1 (left cordoned by run lost-run)"]
+    assert not api.core.read_node("w1").spec.unschedulable and api.core.read_node("w2").spec.unschedulable
+
+
+def test_known_names_hosts_that_are_no_node_and_hosts_that_are_one_node(api):
+    api.node("c1")
+    with pytest.raises(Failed, match="hosts and nodes do not match"):
+        nodes.check_known(api.core, Module(node_of={"c1": "c1", "w9": "ghost"}))
+    with pytest.raises(Failed, match="a and b are all node c1"):
+        nodes.check_known(api.core, Module(node_of={"a": "c1", "b": "c1"}))
+    assert nodes.check_known(api.core, Module(node_of={"10.0.0.1": "c1"}))["renamed"] == {"10.0.0.1": "c1"}
