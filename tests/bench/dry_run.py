@@ -1,17 +1,24 @@
-"""Benchmark: a dry run (and optionally a real run) of engine-config-sync on N lab hosts.
+"""Benchmark: cargoship's dry run against a ping round and a plain check-mode playbook, on one lab.
 
-    .venv/bin/python tests/bench/dry_run.py --hosts 50 [--controllers 3] [--real] [--forks 50]
+    .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--controllers 3] [--forks 50] [--real]
 
-Brings the lab up with N hosts, runs the cargoship command and prints wall time, the phases' statuses,
-and how many tasks ran per host (from ansible-runner events), then takes the lab down. Timing is
-measured here, never asserted in tests.
+Brings the lab up once with as many hosts as the largest size, then for each size (the controllers and
+the first workers, by --limit) times: one ``ansible -m ping`` round, ``tests/bench/plain_check.yml``
+in check mode (the hand-written peer: the same desired state checked with builtin modules), and
+``cargoship engine-config-sync --dry-run``. Prints wall times, the ratios the goal is stated in, the
+tasks per host and the remote module rounds per host, and the control host's peak memory (RSS of the
+ansible-playbook processes). With --real, a real run and a dry run after it at the largest size.
+Timing is measured here, never asserted in tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -19,59 +26,170 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "lab"))
 
+import ansible_runner  # noqa: E402
 import labctl  # noqa: E402
 
-from cargoship_runner.runner import RunOptions, run_playbook  # noqa: E402
+from cargoship_runner.runner import RunOptions, ansible_cfg, run_playbook, ssh_args  # noqa: E402
+
+# The same connection settings as the command's runs, so that only the work differs.
+PEER_ENV = {
+    "ANSIBLE_HOST_KEY_CHECKING": "True",
+    "ANSIBLE_PIPELINING": "True",
+    "ANSIBLE_SSH_ARGS": ssh_args(ansible_cfg()),
+    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+}
+
+# Tasks that run on the control host alone: no round trip to the managed host.
+CONTROLLER_ONLY = {
+    "ansible.builtin.set_fact",
+    "ansible.builtin.assert",
+    "ansible.builtin.debug",
+    "ansible.builtin.meta",
+    "ansible.builtin.fail",
+    "ansible.builtin.include_role",
+    "ansible.builtin.include_tasks",
+    "cargoship.engine.phase_report",
+    "cargoship.engine.validate_input",
+    "cargoship.engine.fleet",
+    "cargoship.engine.validate_hosts",
+    "cargoship.engine.lock_heartbeat",
+}
 
 
-def measure(inventory: Path, dry_run: bool, forks: int) -> dict:
-    tasks: Counter = Counter()
+class Counts:
+    """Tasks per host, and those of them that went to the host (module rounds)."""
 
-    def count(event: dict) -> bool:
-        if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"):
-            data = event.get("event_data") or {}
-            tasks[data.get("host")] += 1
+    def __init__(self) -> None:
+        self.tasks: Counter = Counter()
+        self.remote: Counter = Counter()
+
+    def __call__(self, event: dict) -> bool:
+        if event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
+            return True
+        data = event.get("event_data") or {}
+        host = data.get("host")
+        self.tasks[host] += 1
+        if event["event"] == "runner_on_skipped" or data.get("resolved_action") in CONTROLLER_ONLY:
+            return True
+        delegated = ((data.get("res") or {}).get("_ansible_delegated_vars") or {}).get("ansible_host")
+        if delegated not in ("localhost", "127.0.0.1"):
+            self.remote[host] += 1
         return True
 
+    def median(self, counter: Counter) -> int:
+        values = sorted(counter.values())
+        return values[len(values) // 2] if values else 0
+
+
+def limit_of(lab, size: int) -> str:
+    names = lab_names(lab)
+    return ",".join(names["controllers"] + names["workers"][: max(size - len(names["controllers"]), 0)])
+
+
+def lab_names(lab) -> dict:
+    return {
+        "controllers": [h.name for h in lab.hosts if h.role == "server"],
+        "workers": [h.name for h in lab.hosts if h.role == "agent"],
+    }
+
+
+def timed_ping(inventory: Path, limit: str, forks: int) -> dict:
+    counts = Counts()
+    started = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=tempfile.mkdtemp(prefix="cargoship-bench-"),
+        host_pattern="all",
+        module="ansible.builtin.ping",
+        inventory=str(inventory),
+        limit=limit,
+        forks=forks,
+        quiet=True,
+        event_handler=counts,
+        envvars=PEER_ENV,
+    )
+    return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
+
+
+def timed_plain(inventory: Path, limit: str, forks: int) -> dict:
+    counts = Counts()
+    started = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=tempfile.mkdtemp(prefix="cargoship-bench-"),
+        playbook=str(REPO / "tests" / "bench" / "plain_check.yml"),
+        inventory=str(inventory),
+        limit=limit,
+        forks=forks,
+        cmdline="--check --diff",
+        quiet=True,
+        event_handler=counts,
+        envvars=PEER_ENV,
+    )
+    return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
+
+
+def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = True) -> dict:
+    counts = Counts()
     extravars = {"cargoship_work_concurrency": "20%"}
     started = time.monotonic()
-    outcome = run_playbook(RunOptions("engine_config_sync", inventory, dry_run, None, forks, extravars), count)
-    elapsed = time.monotonic() - started
-    statuses = {p["name"]: p["status"] for p in (outcome.report or {}).get("phases", [])}
-    per_host = sorted(tasks.values())
-    return {
-        "rc": outcome.rc,
-        "seconds": elapsed,
-        "statuses": statuses,
-        "tasks_per_host": (per_host[0], per_host[len(per_host) // 2], per_host[-1]) if per_host else None,
-    }
+    outcome = run_playbook(RunOptions("engine_config_sync", inventory, dry_run, limit, forks, extravars), counts)
+    return {"rc": outcome.rc, "seconds": time.monotonic() - started, "counts": counts}
+
+
+def children_peak_mb() -> float:
+    """The largest resident set of any process this one waited for (ansible-playbook and its forks)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
-    parser.add_argument("--hosts", type=int, default=50)
+    parser.add_argument("--sizes", default="10,50,100", help="host counts, comma-separated")
     parser.add_argument("--controllers", type=int, default=3)
     parser.add_argument("--forks", type=int, default=50)
-    parser.add_argument("--real", action="store_true", help="also time a real run after the dry run")
+    parser.add_argument(
+        "--real", action="store_true", help="also a real run and a dry run after it, at the largest size"
+    )
     args = parser.parse_args()
+    sizes = sorted(int(s) for s in args.sizes.split(","))
     up_started = time.monotonic()
-    lab = labctl.up(args.hosts, args.controllers, "k3s")
+    lab = labctl.up(sizes[-1], args.controllers, "k3s")
     try:
         up_seconds = time.monotonic() - up_started
         (lab.state / "group_vars").mkdir(exist_ok=True)
         shutil.copy(REPO / "examples" / "group_vars" / "all.yml", lab.state / "group_vars" / "all.yml")
         inventory = lab.state / "inventory.yml"
-        runs = [("dry run", measure(inventory, True, args.forks))]
-        if args.real:
-            runs.append(("real run", measure(inventory, False, args.forks)))
-            runs.append(("dry run after", measure(inventory, True, args.forks)))
-        print(f"\n{args.hosts} hosts ({args.controllers} controllers), forks {args.forks}; lab up in {up_seconds:.1f}s")
-        for name, run in runs:
-            low, median, high = run["tasks_per_host"] or (0, 0, 0)
+        print(f"lab of {sizes[-1]} hosts ({args.controllers} controllers) up in {up_seconds:.1f}s; forks {args.forks}")
+        print(
+            f"{'hosts':>5} {'ping':>7} {'plain':>7} {'cargoship':>9} {'÷plain':>7} {'÷ping':>6}"
+            f" {'tasks/host plain|cargoship':>27} {'remote rounds/host plain|cargoship':>35}"
+        )
+        previous = None
+        for size in sizes:
+            limit = limit_of(lab, size)
+            ping = timed_ping(inventory, limit, args.forks)
+            plain = timed_plain(inventory, limit, args.forks)
+            ours = timed_cargoship(inventory, limit, args.forks)
             print(
-                f"  {name:<14} rc={run['rc']} {run['seconds']:6.1f}s  tasks per host min/median/max {low}/{median}/{high}"
+                f"{size:>5} {ping['seconds']:>6.1f}s {plain['seconds']:>6.1f}s {ours['seconds']:>8.1f}s"
+                f" {ours['seconds'] / plain['seconds']:>7.2f} {ours['seconds'] / ping['seconds']:>6.2f}"
+                f" {plain['counts'].median(plain['counts'].tasks):>13}|{ours['counts'].median(ours['counts'].tasks):<13}"
+                f" {plain['counts'].median(plain['counts'].remote):>17}|{ours['counts'].median(ours['counts'].remote):<17}"
+                f" rc {ping['rc']}/{plain['rc']}/{ours['rc']}"
             )
-            print("  " + " ".join(f"{phase}={status}" for phase, status in run["statuses"].items()))
+            if previous:
+                added = size - previous[0]
+                print(
+                    f"      per added host: ping {(ping['seconds'] - previous[1]) / added:.2f}s,"
+                    f" cargoship {(ours['seconds'] - previous[2]) / added:.2f}s"
+                )
+            previous = (size, ping["seconds"], ours["seconds"])
+        if args.real:
+            limit = limit_of(lab, sizes[-1])
+            real = timed_cargoship(inventory, limit, args.forks, dry_run=False)
+            after = timed_cargoship(inventory, limit, args.forks)
+            print(
+                f"real run at {sizes[-1]} hosts: {real['seconds']:.1f}s rc {real['rc']}; dry run after: {after['seconds']:.1f}s"
+            )
+        print(f"peak RSS of a child process (ansible-playbook and its workers): {children_peak_mb():.0f} MB")
     finally:
         labctl.down(log=lambda _msg: None)
     return 0
