@@ -265,6 +265,23 @@ def make_certificates(lab: Lab) -> None:
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=7))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        # The extensions a CA of kubeadm, k3s or RKE2 carries; Python 3.13 verifies strictly (X.509
+        # strict mode) and refuses a chain without them ("Missing Authority Key Identifier").
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     key = ec.generate_private_key(ec.SECP256R1())
@@ -280,6 +297,9 @@ def make_certificates(lab: Lab) -> None:
         .not_valid_before(now - datetime.timedelta(hours=1))
         .not_valid_after(now + datetime.timedelta(days=7))
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
     (lab.state / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
