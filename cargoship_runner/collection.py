@@ -86,13 +86,18 @@ def run_collections_path(config: Path | None = None) -> str:
     return os.pathsep.join(dict.fromkeys([ours, *user_collections_paths(config)]))
 
 
-def _plugin_utils():
-    """The collection's controller-side code, so the command and the playbooks share one implementation."""
+def _importable() -> None:
+    """The collection's Python code importable here, so the command and the playbooks share one implementation."""
     import sys
 
     path = str(collections_path())
     if path not in sys.path:
         sys.path.insert(0, path)
+
+
+def _plugin_utils():
+    """The collection's controller-side code."""
+    _importable()
     from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _node_progress, _phases, _report
 
     return _phases, _report, _hooks, _node_progress
@@ -100,11 +105,7 @@ def _plugin_utils():
 
 def concurrency_pattern():
     """The work concurrency's pattern, as the playbook's input validation has it."""
-    import sys
-
-    path = str(collections_path())
-    if path not in sys.path:
-        sys.path.insert(0, path)
+    _importable()
     from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import CONCURRENCY
 
     return CONCURRENCY

@@ -468,12 +468,14 @@ def main() -> None:
             }
         )
     result = {"changed": bool(changes), "changes": changes, "restart_required": any(c["restart"] for c in changes)}
+    # One backend for the run's writes and the clean-up of what state=staged left.
+    backend = files_of(module) if params["backup_id"] and not module.check_mode else None
     if module._diff:
         result["diff"] = diffs
     if changes and not module.check_mode:
         if not params["backup_id"]:
             module.fail_json(msg="backup_id is required to write files (the previous versions are kept under it)")
-        backend = files_of(module)
+        backend = backend or files_of(module)
         result["backup_dir"] = backend.backup_dir
         try:
             if params["state"] == "staged":
@@ -483,7 +485,7 @@ def main() -> None:
         except FileError as error:
             fail(module, error)
     if params["state"] == "present" and params["backup_id"] and not module.check_mode:
-        files_of(module).remove_staged([item["path"] for item in files])
+        backend.remove_staged([item["path"] for item in files])
     if params["state"] == "present" and not module.check_mode:
         result["node_state"] = "written"
     module.exit_json(**result)

@@ -375,7 +375,8 @@ class Store:
         if resource.plural == "namespaces":
             obj.setdefault("status", {"phase": "Active"})
         if resource.plural == "nodes":
-            # kube-apiserver always returns a node's spec, empty or not (a Go struct is never omitted).
+            # kube-apiserver always returns a node's spec, empty or not: NodeSpec is a struct field of
+            # core/v1 Node, which Go's JSON encoding never omits (`kubectl get node -o json` shows "spec").
             obj.setdefault("spec", {})
         if resource.plural == "poddisruptionbudgets":
             obj.setdefault("status", {})
