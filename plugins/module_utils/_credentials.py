@@ -157,3 +157,26 @@ def parse(text: str) -> object:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ValueError(f"not valid YAML ({exc.__class__.__name__})") from None
+
+
+def moved_out(args: dict) -> dict:
+    """engine_config's arguments with every credential of its documents moved into ``credentials``.
+
+    A module logs its arguments on the host (journal, syslog) before it can mask anything, and only an
+    argument marked no-log as a whole is kept out. The registries and chart values cannot be no-log as a
+    whole (their mirrors and settings belong in the diffs), so the control host replaces each credential
+    with a numbered placeholder and its value travels in the no-log ``credentials``.
+    """
+    found: list = []
+    args = dict(args)
+    if isinstance(args.get("registries"), dict):
+        args["registries"] = hide(args["registries"], "registries", found)
+    if isinstance(args.get("chart_values"), dict):
+        args["chart_values"] = {
+            name: {**settings, "values": hide(settings["values"], "chart_values", found)}
+            if isinstance(settings, dict) and "values" in settings
+            else settings
+            for name, settings in args["chart_values"].items()
+        }
+    args["credentials"] = found
+    return args

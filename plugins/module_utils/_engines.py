@@ -11,6 +11,9 @@ Runs on the managed hosts: Python 3.8 compatible.
 
 from __future__ import annotations
 
+# The operating systems k3s and RKE2 are supported on (os-release ID), as their docs list them.
+SUPPORTED_OS = ("debian", "ubuntu", "rhel", "rocky", "almalinux", "centos", "sles", "opensuse-leap", "fedora")
+
 ENGINES = {
     "k3s": {
         "services": {"server": "k3s", "agent": "k3s-agent"},

@@ -80,12 +80,16 @@ def selector_matches(selector, labels: dict) -> bool:
     return True
 
 
-def pods_to_evict(core, module, name: str) -> tuple[list, list[str]]:
+def pods_to_evict(core, module, name: str, listed: dict | None = None) -> tuple[list, list[str]]:
     """The pods a drain evicts, as ``kubectl drain --ignore-daemonsets --delete-emptydir-data`` picks
     them, and why the drain cannot go ahead: pods without a controller, which nothing would recreate
-    (unless O(force)), and pods more than one PodDisruptionBudget covers, which the API never evicts."""
+    (unless O(force)), and pods more than one PodDisruptionBudget covers, which the API never evicts.
+    ``listed``: the pods by node and the budgets, listed once for many nodes (see drains_assessed)."""
     p = module.params
-    pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
+    if listed is not None:
+        pods = listed["pods"].get(name, [])
+    else:
+        pods = core.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
     chosen, orphans = [], []
     for pod in pods:
         annotations = pod.metadata.annotations or {}
@@ -116,7 +120,10 @@ def pods_to_evict(core, module, name: str) -> tuple[list, list[str]]:
             "(set cargoship_drain_force: true to delete them anyway)"
         )
     if chosen:
-        budgets = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
+        if listed is not None:
+            budgets = listed["budgets"]
+        else:
+            budgets = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
         for pod in chosen:
             covering = [
                 f"{b.metadata.namespace}/{b.metadata.name}"
@@ -167,10 +174,10 @@ def release(core, module) -> dict:
     return {"changed": bool(changes), "changes": changes}
 
 
-def drain(core, module, node) -> list[str]:
+def drain(core, module, node, listed: dict | None = None) -> list[str]:
     p = module.params
     changes = [] if node.spec.unschedulable else ["cordon"]
-    pods, blockers = pods_to_evict(core, module, node.metadata.name)
+    pods, blockers = pods_to_evict(core, module, node.metadata.name, listed)
     changes += [eviction_line(pod) for pod in pods]
     if blockers:
         # As kubectl drain would fail: refused before the node is touched (not even cordoned).
@@ -356,7 +363,17 @@ def drained(core, module) -> dict:
 
 def drains_assessed(core, module) -> dict:
     """Check mode only: what draining each node of ``names`` would do."""
-    by_node = {name: drain(core, module, core.read_node(name)) for name in module.params["names"]}
+    # Three API calls for the whole batch, however many nodes: the nodes, the pods, the budgets.
+    nodes = {node.metadata.name: node for node in core.list_node().items}
+    listed: dict = {"pods": {}, "budgets": []}
+    for pod in core.list_pod_for_all_namespaces().items:
+        listed["pods"].setdefault(pod.spec.node_name if pod.spec else None, []).append(pod)
+    listed["budgets"] = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
+    by_node = {}
+    for name in module.params["names"]:
+        if name not in nodes:
+            module.fail_json(msg=f"node {name} is not in the cluster")
+        by_node[name] = drain(core, module, nodes[name], listed)
     return {"changed": any(by_node.values()), "by_node": by_node}
 
 

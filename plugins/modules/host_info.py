@@ -16,6 +16,7 @@ description:
 author:
   - cargoship developers (@cargoship)
 extends_documentation_fragment:
+  - cargoship.engine._survey
   - cargoship.engine._attributes
   - cargoship.engine._attributes.no_diff
 options:
@@ -26,9 +27,12 @@ options:
     default: [os]
     choices: [os, network, clock, firewall]
   supported_os:
-    description: With V(os) gathered, fail unless the host's os-release C(ID) is one of these.
+    description:
+      - With V(os) gathered, fail unless the host's os-release C(ID) is one of these; V([]) checks nothing.
+      - The default is every OS k3s and RKE2 are supported on.
     type: list
     elements: str
+    default: [debian, ubuntu, rhel, rocky, almalinux, centos, sles, opensuse-leap, fedora]
   reference_epoch:
     description: The control host's clock when the task started; with V(clock), C(clock.skew) is the difference.
     type: float
@@ -64,106 +68,13 @@ firewall:
   type: dict
 """
 
-import os
-import platform
-import socket
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "s390x": "s390x", "ppc64le": "ppc64le"}
-
-
-def os_release() -> dict:
-    values = {}
-    for path in ("/etc/os-release", "/usr/lib/os-release"):
-        if os.path.exists(path):
-            with open(path, encoding="utf-8") as handle:
-                for line in handle:
-                    key, sep, value = line.strip().partition("=")
-                    if sep:
-                        values[key.lower()] = value.strip('"')
-            break
-    machine = platform.machine()
-    return {
-        "id": values.get("id", "unknown"),
-        "version_id": values.get("version_id", ""),
-        "pretty_name": values.get("pretty_name", ""),
-        "kernel": platform.release(),
-        "arch": GO_ARCH.get(machine, machine),
-    }
-
-
-def network() -> dict:
-    interface = None
-    try:
-        with open("/proc/net/route", encoding="utf-8") as handle:
-            for line in handle.readlines()[1:]:
-                fields = line.split()
-                if fields[1] == "00000000":
-                    interface = fields[0]
-                    break
-    except OSError:
-        pass
-    address = None
-    try:
-        # Connecting a UDP socket sends nothing; it only asks the kernel which source address it would use.
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect(("192.0.2.1", 9))
-            address = probe.getsockname()[0]
-    except OSError:
-        pass
-    return {"hostname": socket.gethostname(), "private_interface": interface, "private_address": address}
-
-
-def firewall(module: AnsibleModule) -> dict:
-    nft = module.get_bin_path("nft")
-    if nft:
-        rc, out, _err = module.run_command([nft, "list", "ruleset"])
-        if rc == 0:
-            for line in out.splitlines():
-                if "hook input" in line:
-                    return {"tool": "nft", "input_policy": "drop" if "policy drop" in line else "accept"}
-            return {"tool": "nft", "input_policy": "accept"}
-    iptables = module.get_bin_path("iptables")
-    if iptables:
-        rc, out, _err = module.run_command([iptables, "-S", "INPUT"])
-        if rc == 0:
-            return {"tool": "iptables", "input_policy": "drop" if "-P INPUT DROP" in out else "accept"}
-    return {"tool": "none", "input_policy": "unknown"}
+from ansible_collections.cargoship.engine.plugins.module_utils._host_info import MODULE_KWARGS, run
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "gather": {
-                "type": "list",
-                "elements": "str",
-                "default": ["os"],
-                "choices": ["os", "network", "clock", "firewall"],
-            },
-            "supported_os": {"type": "list", "elements": "str"},
-            "reference_epoch": {"type": "float"},
-        },
-        supports_check_mode=True,
-    )
-    result: dict = {"changed": False}
-    gather = set(module.params["gather"])
-    if "os" in gather:
-        result["os"] = os_release()
-        supported = module.params["supported_os"]
-        if supported and result["os"]["id"] not in supported:
-            name = result["os"]["pretty_name"] or result["os"]["id"]
-            module.fail_json(msg=f"{name} is not supported; supported: {', '.join(supported)}", **result)
-    if "network" in gather:
-        result["network"] = network()
-    if "clock" in gather:
-        now = time.time()
-        reference = module.params["reference_epoch"]
-        result["clock"] = {"epoch": now, "skew": now - reference if reference is not None else None}
-    if "firewall" in gather:
-        result["firewall"] = firewall(module)
-    module.exit_json(**result)
+    run(AnsibleModule(**MODULE_KWARGS))
 
 
 if __name__ == "__main__":

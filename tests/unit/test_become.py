@@ -15,6 +15,7 @@ NEEDS_ROOT = {
     "cargoship.engine.engine_service": "stops and starts the engine",
     "cargoship.engine.engine_info": "reads the engine's root-only config files (node name, paths)",
     "ansible.builtin.slurp": "reads the engine's root-only admin kubeconfig",
+    "cargoship.engine.host_survey": "answers the calls of the modules above in one round",
 }
 KEYWORDS = {"name", "become", "when", "register", "vars", "tags", "block", "rescue", "always", "loop", "loop_control"}
 

@@ -7,10 +7,10 @@ import json
 import pytest
 import yaml
 
-from ansible_collections.cargoship.engine.plugins.action.engine_config import without_credentials
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials as cred
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import render, validate
-from ansible_collections.cargoship.engine.plugins.modules.engine_config import masked_texts, with_credentials
+from ansible_collections.cargoship.engine.plugins.module_utils._engine_config import masked_texts, with_credentials
 
 # A quote, a backslash and non-ASCII: JSON and YAML files store these escaped, so searching a file's
 # text for the value finds nothing. Each carries a plain marker that no escaping changes.

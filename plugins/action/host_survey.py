@@ -1,0 +1,35 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Runs host_survey with the credentials of its engine_config calls out of the logged arguments."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.vars import merge_hash
+
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(("calls",))
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = True
+        result = super().run(tmp, task_vars)
+        calls, credentials = [], []
+        for given in self._task.args.get("calls") or []:
+            call = given
+            if isinstance(given, dict) and given.get("module") == "engine_config":
+                args = moved_out(given.get("args") or {})
+                credentials.append(args.pop("credentials"))
+                call = {**given, "args": args}
+            else:
+                credentials.append([])
+            calls.append(call)
+        module_result = self._execute_module(
+            module_name="cargoship.engine.host_survey",
+            module_args={"calls": calls, "credentials": credentials},
+            task_vars=task_vars,
+        )
+        return merge_hash(result, module_result)

@@ -1,0 +1,296 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The engine configuration files compared with the desired state, written, restored or cleaned.
+
+The logic of the engine_config module, here so that host_survey runs the same code in its one round."""
+
+from __future__ import annotations
+
+import difflib
+import os
+
+from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
+    HEADER,
+    InputError,
+    engine_paths,
+    managed_files,
+    render,
+    render_data,
+    same_content,
+    validate,
+)
+from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError
+
+
+def fail(module, error: FileError) -> None:
+    module.fail_json(msg=error.msg, **({"path": error.path} if error.path else {}))
+
+
+def read_current(module, path: str) -> str | None:
+    try:
+        return EngineFiles.read(path)
+    except FileError as error:
+        fail(module, error)
+    return None
+
+
+def paths_of(module) -> dict:
+    try:
+        return engine_paths(module.params["engine"], module.params["layout"])
+    except InputError as exc:
+        module.fail_json(msg=str(exc))
+    return {}
+
+
+def files_of(module) -> EngineFiles:
+    """The run's file backend: its backup directory (refused inside the manifests directory, where the
+    engine would apply backups), the module's atomic move."""
+    params = module.params
+    root = params["backup_root"]
+    manifests = paths_of(module)["manifests"]
+    if os.path.realpath(root).startswith(os.path.realpath(manifests)):
+        module.fail_json(
+            msg=f"backup_root {root} is inside the manifests directory, where the engine would apply backups"
+        )
+    if not params["backup_id"] or "/" in params["backup_id"] or params["backup_id"] in (".", ".."):
+        module.fail_json(msg="backup_id must be a plain name")
+    return EngineFiles(
+        os.path.join(root, params["backup_id"]), params["backup_id"], module.check_mode, move=module.atomic_move
+    )
+
+
+def restore(module) -> None:
+    try:
+        result = files_of(module).restore()
+    except FileError as error:
+        fail(module, error)
+    if result["backup_found"] and not module.check_mode:
+        result["node_state"] = "restored"
+    module.exit_json(**result)
+
+
+def clean(module) -> None:
+    """Remove the temporary files a write leaves only when interrupted between create and rename."""
+    paths = paths_of(module)
+    # Its own directories, whole; the registries file's directory (the engine's, maybe /etc) at its top only.
+    backend = EngineFiles("", "", module.check_mode)
+    changes = backend.clean(list(paths["allowed_roots"]), [os.path.dirname(p) for p in paths["allowed_files"]])
+    module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
+
+
+def no_longer_wanted(module, files: list[dict]) -> list[dict]:
+    """Files cargoship wrote that the desired state no longer has, to be removed (content None): its own
+    files by their names, registries.yaml only when it carries cargoship's header. Anything else a
+    host has is left alone."""
+    params = module.params
+    wanted = {item["path"] for item in files}
+    found = []
+    for item in managed_files(params["engine"], params["node_role"], params["with_charts"], params["layout"]):
+        if item["path"] in wanted or not os.path.isfile(item["path"]):
+            continue
+        if item.get("marked"):
+            current = read_current(module, item["path"]) or ""
+            if not current.startswith(f"# {HEADER}"):
+                continue
+        found.append({**item, "content": None})
+    return found
+
+
+WITHHELD = "(the current content is not shown: it cannot be read as YAML or JSON, and it may hold credentials)\n"
+
+
+def with_credentials(params: dict) -> dict:
+    """The desired state from the module's arguments, with the credentials the action plugin took out back in."""
+    values = params["credentials"]
+    charts = params["chart_values"]
+    if isinstance(charts, dict):
+        charts = {
+            name: {**settings, "values": _credentials.reveal(settings["values"], "chart_values", values)}
+            if isinstance(settings, dict) and "values" in settings
+            else settings
+            for name, settings in charts.items()
+        }
+    return {
+        "engine": params["engine"],
+        "registries": _credentials.reveal(params["registries"], "registries", values),
+        "audit_policy": params["audit_policy"],
+        "pod_security": params["pod_security"],
+        "audit_log": params.get("audit_log"),
+        "chart_values": charts,
+    }
+
+
+def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
+    """The current and the new content of a file as a diff shows them: both read as data, every credential
+    masked by its place in the file, a changed one marked so, and both written out the same way, so that
+    the diff shows changes of content. Current content that cannot be read is withheld."""
+    after = _credentials.parse(item["content"]) if item["content"] is not None else None
+    if current is None:
+        before = None
+    else:
+        try:
+            before = _credentials.parse(current)
+        except ValueError:
+            before = WITHHELD
+    if item["kind"] == "registries":
+        masked_before, masked_after = _credentials.masked_pair(
+            "registries", before if isinstance(before, dict) else None, after
+        )
+    elif item["kind"] == "chart_values":
+        masked_before, masked_after = masked_chart_pair(before if isinstance(before, dict) else None, after)
+    else:
+        masked_before, masked_after = before, after
+    if before is None:
+        before_text = ""
+    elif before is WITHHELD:
+        before_text = WITHHELD
+    elif isinstance(before, dict) or item["kind"] not in ("registries", "chart_values"):
+        before_text = render_data(masked_before)
+    else:
+        before_text = WITHHELD  # data of an unexpected shape: masking cannot tell where its credentials are
+    return before_text, render_data(masked_after) if item["content"] is not None else ""
+
+
+def chart_values_of(manifest: dict | None) -> object:
+    content = ((manifest or {}).get("spec") or {}).get("valuesContent")
+    if not isinstance(content, str):
+        return None
+    try:
+        return _credentials.parse(content)
+    except ValueError:
+        return WITHHELD
+
+
+def masked_chart_pair(before: dict | None, after: dict) -> tuple[dict | None, dict]:
+    """A HelmChartConfig keeps its values as text in spec.valuesContent: mask the values inside it."""
+    values_before, values_after = chart_values_of(before), chart_values_of(after)
+    masked_before, masked_after = _credentials.masked_pair(
+        "chart_values", values_before if values_before is not WITHHELD else None, values_after
+    )
+
+    def with_values(manifest: dict | None, original: object, shown: object) -> dict | None:
+        if manifest is None or shown == original:
+            return manifest
+        text = WITHHELD if original is WITHHELD else render_data(shown)
+        return {**manifest, "spec": {**manifest["spec"], "valuesContent": text}}
+
+    return with_values(before, values_before, masked_before), with_values(after, values_after, masked_after)
+
+
+# What AnsibleModule is given: the module's arguments and their rules.
+MODULE_KWARGS = {
+    "argument_spec": {
+        # Taken by the action plugin (an answer of host_survey); the module never sees it.
+        "survey": {"type": "dict"},
+        "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
+        "node_role": {"type": "str", "choices": ["server", "agent"]},
+        # Not no_log as a whole, which would hide every mirror and endpoint from the diffs: the action
+        # plugin has moved the credentials inside into the no-log `credentials`, placeholders left here.
+        "registries": {"type": "dict", "no_log": False},
+        "audit_policy": {"type": "dict"},
+        "pod_security": {"type": "dict"},
+        "audit_log": {"type": "dict"},
+        "chart_values": {"type": "dict"},
+        "with_charts": {"type": "bool", "default": False},
+        "layout": {"type": "dict", "default": {}},
+        "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},
+        "backup_id": {"type": "str"},
+        "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
+        "credentials": {"type": "list", "elements": "raw", "no_log": True, "default": []},
+        "only_kinds": {
+            "type": "list",
+            "elements": "str",
+            "choices": ["registries", "audit_policy", "pod_security", "config", "chart_values"],
+        },
+    },
+    "required_if": [
+        ("state", "restored", ["backup_id", "node_role"]),
+        ("state", "staged", ["backup_id", "node_role"]),
+        ("state", "present", ["node_role"]),
+    ],
+    "supports_check_mode": True,
+}
+
+
+def run(module) -> None:
+    """The module's work; ends with module.exit_json or module.fail_json."""
+    params = module.params
+    if params["state"] == "cleaned":
+        clean(module)
+    if params["state"] == "restored":
+        restore(module)
+    try:
+        state = with_credentials(params)
+        # Called without its action plugin, the module would have credentials in its arguments: hide
+        # at least every one of them in what it returns.
+        for document, kind in ((state["registries"], "registries"), (state["chart_values"], "chart_values")):
+            found: list = []
+            _credentials.hide(document, kind, found)
+            module.no_log_values.update(str(value) for value in found if value)
+        state = validate(state)
+        files = render(state, params["node_role"], params["with_charts"], params["layout"])
+    except (InputError, ValueError) as exc:
+        module.fail_json(msg=str(exc))
+    files += no_longer_wanted(module, files)
+    if params["only_kinds"]:
+        files = [item for item in files if item["kind"] in params["only_kinds"]]
+    changes, diffs, drifted = [], [], []
+    for item in files:
+        current = read_current(module, item["path"])
+        if item["content"] is None:
+            if current is None:
+                continue
+            action = "remove"
+        elif same_content(item["kind"], current, item["content"]):
+            continue
+        else:
+            action = "update" if current is not None else "create"
+        drifted.append(item)
+        masked_before, masked_after = masked_texts(item, current)
+        changes.append(
+            {
+                "path": item["path"],
+                "kind": item["kind"],
+                "action": action,
+                "restart": item["restart"],
+                "diff": "".join(
+                    difflib.unified_diff(
+                        masked_before.splitlines(keepends=True),
+                        masked_after.splitlines(keepends=True),
+                        item["path"],
+                        item["path"],
+                    )
+                ),
+            }
+        )
+        diffs.append(
+            {
+                "before_header": item["path"],
+                "after_header": item["path"],
+                "before": masked_before,
+                "after": masked_after,
+            }
+        )
+    result = {"changed": bool(changes), "changes": changes, "restart_required": any(c["restart"] for c in changes)}
+    # One backend for the run's writes and the clean-up of what state=staged left.
+    backend = files_of(module) if params["backup_id"] and not module.check_mode else None
+    if module._diff:
+        result["diff"] = diffs
+    if changes and not module.check_mode:
+        if not params["backup_id"]:
+            module.fail_json(msg="backup_id is required to write files (the previous versions are kept under it)")
+        backend = backend or files_of(module)
+        result["backup_dir"] = backend.backup_dir
+        try:
+            if params["state"] == "staged":
+                backend.stage(drifted, changes)
+            else:
+                backend.write(drifted)
+        except FileError as error:
+            fail(module, error)
+    if params["state"] == "present" and params["backup_id"] and not module.check_mode:
+        backend.remove_staged([item["path"] for item in files])
+    if params["state"] == "present" and not module.check_mode:
+        result["node_state"] = "written"
+    module.exit_json(**result)

@@ -1,0 +1,148 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The exclusive cargoship lock of one host.
+
+The logic of the host_lock module, here so that host_survey runs the same code in its one round."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
+
+
+def read_lock(path: str) -> tuple[dict | None, float | None]:
+    try:
+        age = time.time() - os.stat(path).st_mtime
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle), age
+    except FileNotFoundError:
+        return None, None
+    except ValueError:
+        # A lock file that is not JSON still counts as held; it carries no holder to name.
+        return {"run_id": "unknown", "holder": {}}, time.time() - os.stat(path).st_mtime
+
+
+def describe(lock: dict) -> str:
+    holder = lock.get("holder") or {}
+    parts = [f"{k}={holder[k]}" for k in ("user", "control_host", "pid", "started") if holder.get(k)]
+    return f"run {lock.get('run_id')} ({', '.join(parts) or 'no holder recorded'})"
+
+
+def write_new(path: str, content: dict) -> bool:
+    """Create the lock only if absent; False when another run created it first."""
+    directory = os.path.dirname(path)
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".lock-", dir=directory)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(content, handle)
+    os.chmod(tmp, 0o600)
+    try:
+        os.link(tmp, path)
+        return True
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+
+
+# What AnsibleModule is given: the module's arguments and their rules.
+MODULE_KWARGS = {
+    "argument_spec": {
+        # Taken by the action plugin (an answer of host_survey); the module never sees it.
+        "survey": {"type": "dict"},
+        "state": {"type": "str", "required": True, "choices": ["acquired", "released", "touched"]},
+        "run_id": {"type": "str", "required": True},
+        "holder": {"type": "dict", "default": {}},
+        "path": {"type": "path", "default": LOCK_PATH},
+        "stale_after": {"type": "int", "default": 60},
+        "force": {"type": "bool", "default": False},
+        "others": {"type": "str", "default": "fail", "choices": ["fail", "keep"]},
+    },
+    "supports_check_mode": True,
+}
+
+
+def run(module) -> None:
+    """The module's work; ends with module.exit_json or module.fail_json."""
+    p = module.params
+    lock, age = read_lock(p["path"])
+    ours = lock is not None and lock.get("run_id") == p["run_id"]
+    stale = lock is not None and age is not None and age > p["stale_after"]
+    result = {"changed": False, "held_by": lock, "age": age, "stale": stale}
+
+    if p["state"] == "acquired":
+        if ours:
+            module.exit_json(**result, took_over=False, changes=[])
+        if lock is not None and not stale and module.check_mode:
+            # An assessment: report what a real run would run into, without failing the dry run.
+            module.exit_json(
+                **result, held=True, changes=[f"would fail: locked by {describe(lock)}, touched {age:.0f}s ago"]
+            )
+        if lock is not None and not stale:
+            module.fail_json(
+                msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
+                "(or break it with `cargoship unlock`)",
+                held=True,
+                locked_by=describe(lock),
+                **result,
+            )
+        result.update(changed=True, took_over=lock is not None)
+        result["changes"] = ["take the lock" + (f" (over a stale one of {describe(lock)})" if lock is not None else "")]
+        if module.check_mode:
+            module.exit_json(**result)
+        content = {"run_id": p["run_id"], "holder": p["holder"]}
+        if lock is not None:
+            # Stale: move it aside atomically, then compete for the free lock like everyone else.
+            aside = f"{p['path']}.stale-{os.getpid()}"
+            try:
+                os.rename(p["path"], aside)
+            except FileNotFoundError:
+                aside = None
+            if aside:
+                moved, _age = read_lock(aside)
+                if (moved or {}).get("run_id") != lock.get("run_id"):
+                    # Another run took over between our look and our move: give its lock back.
+                    os.link(aside, p["path"])
+                    os.unlink(aside)
+                    module.fail_json(
+                        msg=f"locked by {describe(moved or {})}, which took it a moment ago",
+                        held=True,
+                        locked_by=describe(moved or {}),
+                        **result,
+                    )
+                os.unlink(aside)
+        if not write_new(p["path"], content):
+            winner, _age = read_lock(p["path"])
+            module.fail_json(
+                msg=f"locked by {describe(winner or {})}, which took it a moment ago",
+                held=True,
+                locked_by=describe(winner or {}),
+                **result,
+            )
+        module.exit_json(**result)
+
+    if p["state"] == "touched":
+        if not ours:
+            module.fail_json(
+                msg=f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})",
+                **result,
+            )
+        if not module.check_mode:
+            os.utime(p["path"])
+        module.exit_json(**result)
+
+    # released
+    if lock is None:
+        module.exit_json(**result)
+    if not ours and not p["force"] and p["others"] == "keep":
+        module.exit_json(msg=f"left the lock of {describe(lock)} alone", **result)
+    if not ours and not p["force"]:
+        module.fail_json(msg=f"not releasing a lock held by {describe(lock)}; use force to break it", **result)
+    result["changed"] = True
+    if not module.check_mode:
+        os.unlink(p["path"])
+    module.exit_json(**result)

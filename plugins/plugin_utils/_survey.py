@@ -1,0 +1,75 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The control host's side of host_survey: give a task the answer its host already gave.
+
+A task of host_info, host_lock, engine_info or engine_config given ``survey`` (the registered result of
+a host_survey task on the same host) gets the answer to the call with the same arguments, without a
+round to the host. Which answers hold:
+
+- host_info and engine_info read what a run never changes before its sync: their answers hold in a
+  real run too;
+- host_lock and engine_config answer what taking the lock or writing the files would do: only a task in
+  check mode (the dry run, which changes nothing in between) may take them; a real run asks the host.
+
+An answer is given only for the same arguments; a difference, however small, sends the task to its host.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.vars import merge_hash
+
+HOLD_IN_A_REAL_RUN = frozenset(("host_info", "engine_info"))
+# Arguments that name a moment, not a question: host_info's clock is read against the control host's
+# clock of its own call (the skew it reports is the same whichever moment is taken).
+MOMENTS = {"host_info": frozenset(("reference_epoch",))}
+
+
+def comparable(module: str, args: dict) -> dict:
+    ignored = MOMENTS.get(module, frozenset()) | {"credentials", "survey"}
+    return {key: value for key, value in args.items() if key not in ignored and value is not None}
+
+
+def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_mode: bool) -> dict | None:
+    """The survey's answer to ``module`` called with ``args``, or None if the host has to be asked."""
+    if not isinstance(survey, dict) or survey.get("failed") or survey.get("skipped"):
+        return None
+    if not check_mode and module not in HOLD_IN_A_REAL_RUN:
+        return None
+    if bool(survey.get("diff_mode")) != bool(diff_mode) and module == "engine_config":
+        return None
+    wanted = comparable(module, args)
+    for item in survey.get("answers") or []:
+        if item.get("module") != module or comparable(module, item.get("args") or {}) != wanted:
+            continue
+        result = item.get("result") or {}
+        if result.get("skipped"):
+            return None
+        return {**copy.deepcopy(result), "answered_by": "host_survey"}
+    return None
+
+
+class SurveyAnsweredAction(ActionBase):
+    """The action plugin of a module host_survey can answer for: the survey's answer, else the module."""
+
+    MODULE = ""
+    TRANSFERS_FILES = False
+
+    def module_args(self, args: dict) -> dict:
+        """The arguments as the module gets them (engine_config moves its credentials out)."""
+        return args
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = True
+        result = super().run(tmp, task_vars)
+        args = dict(self._task.args)
+        survey = args.pop("survey", None)
+        args = self.module_args(args)
+        found = answer_from(survey, self.MODULE, args, bool(self._play_context.check_mode), bool(self._task.diff))
+        if found is None:
+            found = self._execute_module(
+                module_name=f"cargoship.engine.{self.MODULE}", module_args=args, task_vars=task_vars
+            )
+        return merge_hash(result, found)
