@@ -7,7 +7,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 module: host_survey
 short_description: Everything the read-only phases read from a host, in one round
-version_added: 0.2.0
+version_added: 0.1.0
 description:
   - Runs the read-only calls it is given, each the same code as the module named
     (M(cargoship.engine.host_info), M(cargoship.engine.host_lock), M(cargoship.engine.engine_info),

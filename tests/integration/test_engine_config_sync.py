@@ -110,6 +110,38 @@ def test_check_mode_report_of_ansible_playbook_equals_the_cli_report(fleet, tmp_
     assert "sync_controller  reported, not run          would run" in playbook.stdout
 
 
+# Modules whose read-only calls host_survey answers, and actions that never leave the control host.
+SURVEYED = {f"cargoship.engine.{m}" for m in ("host_info", "host_lock", "engine_info", "engine_config")}
+
+
+def test_a_dry_run_goes_to_each_host_once_and_the_phases_take_their_answers_from_that_round(fleet):
+    from cargoship_runner.runner import RunOptions, run_playbook
+
+    rounds: dict[str, list[str]] = {}
+    answered: dict[str, list[str]] = {}
+
+    def on_event(event: dict) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") not in ("runner_on_ok", "runner_on_failed") or not data.get("host"):
+            return True
+        action, result = data.get("resolved_action") or data.get("task_action"), data.get("res") or {}
+        delegated = (result.get("_ansible_delegated_vars") or {}).get("ansible_host")
+        if action == "cargoship.engine.host_survey" or (action in SURVEYED and delegated is None):
+            if result.get("answered_by") == "host_survey":
+                answered.setdefault(data["host"], []).append(action)
+            else:
+                rounds.setdefault(data["host"], []).append(action)
+        return True
+
+    outcome = run_playbook(RunOptions("engine_config_sync", fleet.inventory, True, None, None, {}), on_event)
+    assert outcome.rc == 0, outcome.ansible_errors
+    # One round to each host (the survey); every read-only phase and assessment answered from it.
+    assert rounds == {name: ["cargoship.engine.host_survey"] for name in fleet.hosts}
+    for name in fleet.hosts:
+        assert sorted(set(answered[name])) == sorted(SURVEYED), name
+    assert phase(outcome.report, "sync_controller")["hosts"]["c1"]["status"] == "would run"
+
+
 def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp_path):
     starts_before = {name: fleet.starts(name) for name in fleet.hosts}
     result = cargoship(

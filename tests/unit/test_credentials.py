@@ -7,8 +7,8 @@ import json
 import pytest
 import yaml
 
-from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials as cred
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import render, validate
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_config import masked_texts, with_credentials
 

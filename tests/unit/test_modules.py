@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_info as engine_info
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
 from ansible_collections.cargoship.engine.plugins.modules import local_kubeconfig
 
 REPO = Path(__file__).resolve().parents[2]

@@ -38,7 +38,9 @@ def test_every_cargoship_option_of_a_role_is_validated_before_any_host_is_touche
         assert name in validate_input.KNOWN, f"{where}: {name} is not checked by validate_input"
         if name in validate_input.OPTIONS:
             kind = validate_input.OPTIONS[name]
-            assert option.get("type", "str") in AGREES[kind], f"{where}: {name} is {option.get('type')}, validate_input checks {kind}"
+            assert option.get("type", "str") in AGREES[kind], (
+                f"{where}: {name} is {option.get('type')}, validate_input checks {kind}"
+            )
         elif name == "cargoship_engine":
             assert option.get("type") == "str" and set(option.get("choices") or ()) <= {"k3s", "rke2"}, where
         else:

@@ -1,0 +1,147 @@
+"""host_survey: one round that answers the read-only calls of host_info, host_lock, engine_info and
+engine_config exactly as those modules would, and the control host's rule for when an answer holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from test_modules import run_module
+
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out
+from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_from
+
+NO_ENGINE_HERE = any(Path(p).exists() for p in ("/etc/rancher", "/var/lib/rancher"))
+
+
+def survey(calls: list, diff: bool = False) -> dict:
+    """host_survey as its action plugin calls it: engine_config credentials moved out, one list per call."""
+    moved, credentials = [], []
+    for call in calls:
+        if call["module"] == "engine_config":
+            args = moved_out(call["args"])
+            credentials.append(args.pop("credentials"))
+            moved.append({**call, "args": args})
+        else:
+            credentials.append([])
+            moved.append(call)
+    return run_module("host_survey", {"calls": moved, "credentials": credentials, "_ansible_diff": diff})
+
+
+def without_volatile(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k not in ("invocation", "age", "clock", "answered_by")}
+
+
+def test_each_answer_is_what_the_module_itself_returns_and_nothing_is_written(tmp_path):
+    lock = tmp_path / "lock.json"
+    lock.write_text(json.dumps({"run_id": "other", "holder": {"user": "alice"}}))
+    calls = [
+        {"module": "host_info", "args": {"gather": ["os", "network"]}},
+        {"module": "host_lock", "args": {"state": "acquired", "run_id": "mine", "path": str(lock)}},
+        {"module": "engine_info", "args": {"engine": "rke2", "require_installed": True}},
+    ]
+    result = survey(calls)
+    assert not result.get("failed") and result["changed"] is False
+    answers = result["answers"]
+    assert [a["module"] for a in answers] == ["host_info", "host_lock", "engine_info"]
+    for call, answer in zip(calls, answers, strict=True):
+        assert answer["args"] == call["args"]
+        alone = run_module(call["module"], call["args"], check_mode=True)
+        assert without_volatile(answer["result"]) == without_volatile(alone), call["module"]
+    # The held lock is answered as the module answers it in check mode (held, naming its holder)...
+    assert answers[1]["result"]["held"] is True and "alice" in answers[1]["result"]["changes"][0]
+    # ...and the survey took nothing: the other run's lock is as it was.
+    assert json.loads(lock.read_text())["run_id"] == "other"
+    if not NO_ENGINE_HERE or Path("/usr/local/bin/rke2").exists():
+        return
+    # A failing call is answered with its failure; the survey itself does not fail.
+    assert answers[2]["result"]["failed"] is True and "no rke2 installed" in answers[2]["result"]["msg"]
+
+
+def test_a_call_with_bad_arguments_is_answered_with_the_modules_error():
+    result = survey([{"module": "host_lock", "args": {"state": "taken", "run_id": "x"}}])
+    assert not result.get("failed")
+    assert result["answers"][0]["result"]["failed"] is True
+    assert "state" in result["answers"][0]["result"]["msg"]
+
+
+def test_a_call_of_another_module_is_refused():
+    result = run_module("host_survey", {"calls": [{"module": "command", "args": {"cmd": "id"}}]})
+    assert result["failed"] and "not 'command'" in result["msg"]
+
+
+@pytest.mark.skipif(NO_ENGINE_HERE, reason="this machine has an engine configuration of its own")
+def test_engine_config_compare_in_the_survey_keeps_credentials_out_and_equals_the_modules_diff():
+    registries = {
+        "mirrors": {"docker.io": {"endpoint": ["https://mirror.example:5000"]}},
+        "configs": {"mirror.example:5000": {"auth": {"username": "puller", "password": "hunter2-canary"}}},
+    }
+    args = {"engine": "k3s", "node_role": "agent", "registries": registries, "layout": {}}
+    result = survey([{"module": "engine_config", "args": args}], diff=True)
+    answer = result["answers"][0]
+    assert "hunter2-canary" not in json.dumps(result)
+    alone = run_module("engine_config", {**moved_out(args), "_ansible_diff": True}, check_mode=True)
+    assert without_volatile(answer["result"]) == without_volatile(alone)
+    assert "https://mirror.example:5000" in answer["result"]["changes"][0]["diff"]
+    assert not Path("/etc/rancher").exists()
+
+
+def test_engine_config_without_a_layout_takes_the_engine_settings_answered_before_it():
+    result = survey(
+        [
+            {"module": "engine_info", "args": {"engine": "k3s", "node_role": "agent"}},
+            {"module": "engine_config", "args": {"engine": "k3s", "state": "cleaned"}},
+        ]
+    )
+    info, clean = result["answers"]
+    if info["result"].get("failed"):
+        assert clean["result"].get("skipped"), "no settings to take a layout from"
+    else:
+        assert clean["args"]["layout"] == info["result"]["settings"]
+
+
+SURVEY = {
+    "changed": False,
+    "diff_mode": True,
+    "answers": [
+        {"module": "host_info", "args": {"gather": ["os"]}, "result": {"os": {"id": "debian"}}},
+        {
+            "module": "host_info",
+            "args": {"gather": ["clock"], "reference_epoch": 100.0},
+            "result": {"clock": {"skew": 1}},
+        },
+        {"module": "host_lock", "args": {"state": "acquired", "run_id": "r"}, "result": {"changes": ["take the lock"]}},
+        {"module": "engine_config", "args": {"engine": "k3s", "state": "cleaned"}, "result": {"changes": []}},
+        {"module": "engine_config", "args": {"engine": "k3s"}, "result": {"skipped": True}},
+    ],
+}
+
+
+def test_an_answer_is_given_for_the_same_arguments_only():
+    found = answer_from(SURVEY, "host_info", {"gather": ["os"]}, check_mode=False, diff_mode=False)
+    assert found == {"os": {"id": "debian"}, "answered_by": "host_survey"}
+    assert answer_from(SURVEY, "host_info", {"gather": ["os", "network"]}, False, False) is None
+    assert answer_from(SURVEY, "host_info", {"gather": ["os"], "supported_os": []}, False, False) is None
+    # The moment a clock is read against is not part of the question.
+    assert answer_from(SURVEY, "host_info", {"gather": ["clock"], "reference_epoch": 250.0}, False, False)
+    # An argument left out (omitted) and one given as null are the same call.
+    assert answer_from(SURVEY, "host_info", {"gather": ["os"], "survey": None}, False, False)
+    assert answer_from({"failed": True, **SURVEY}, "host_info", {"gather": ["os"]}, False, False) is None
+    assert answer_from(None, "host_info", {"gather": ["os"]}, False, False) is None
+
+
+def test_what_a_real_run_changes_is_never_answered_outside_check_mode():
+    lock = {"state": "acquired", "run_id": "r"}
+    assert answer_from(SURVEY, "host_lock", lock, check_mode=True, diff_mode=True)["changes"] == ["take the lock"]
+    assert answer_from(SURVEY, "host_lock", lock, check_mode=False, diff_mode=True) is None
+    clean = {"engine": "k3s", "state": "cleaned", "credentials": []}
+    assert answer_from(SURVEY, "engine_config", clean, check_mode=True, diff_mode=True) == {
+        "changes": [],
+        "answered_by": "host_survey",
+    }
+    assert answer_from(SURVEY, "engine_config", clean, check_mode=False, diff_mode=True) is None
+    # Diffs are made only in diff mode: a survey without them does not answer a task that wants them.
+    assert answer_from(SURVEY, "engine_config", clean, check_mode=True, diff_mode=False) is None
+    # A call the survey could not answer is asked again.
+    assert answer_from(SURVEY, "engine_config", {"engine": "k3s"}, check_mode=True, diff_mode=True) is None
