@@ -32,6 +32,21 @@ def describe(lock: dict) -> str:
     return f"run {lock.get('run_id')} ({', '.join(parts) or 'no holder recorded'})"
 
 
+def not_held(lock: dict | None) -> str:
+    """Why a run may not go on: the lock is no longer its own."""
+    return f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})"
+
+
+def touch_if_held(path: str, run_id: str, check_mode: bool) -> str | None:
+    """Refresh the lock if ``run_id`` holds it; otherwise why not (for a step that must not go on)."""
+    lock, _age = read_lock(path)
+    if lock is None or lock.get("run_id") != run_id:
+        return not_held(lock)
+    if not check_mode:
+        os.utime(path)
+    return None
+
+
 def write_new(path: str, content: dict) -> bool:
     """Create the lock only if absent; False when another run created it first."""
     directory = os.path.dirname(path)
@@ -127,10 +142,7 @@ def run(module) -> None:
 
     if p["state"] == "touched":
         if not ours:
-            module.fail_json(
-                msg=f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})",
-                **result,
-            )
+            module.fail_json(msg=not_held(lock), **result)
         if not module.check_mode:
             os.utime(p["path"])
         module.exit_json(**result)

@@ -392,6 +392,9 @@ def uncordoned(core, module) -> dict:
 def one_ready(core, module) -> dict:
     if not module.check_mode:
         wait_ready(core, module)
+    if module.params["uncordon"]:
+        # Ready, then schedulable again, in one call: one API client, one module run per node.
+        return {**uncordoned(core, module), "uncordoned": True}
     return outcome(core, module, [])
 
 

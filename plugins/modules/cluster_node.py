@@ -22,7 +22,8 @@ description:
     kubelet is a renewal of the node's Lease in C(kube-node-lease) later than O(restarted_after) and a Ready
     status posted no earlier. Both times are the node's own clock (the kubelet writes them, the stop
     time comes from the same host), so the control host's clock plays no part.
-  - V(uncordoned) makes it schedulable again.
+  - V(uncordoned) makes it schedulable again. V(ready) with O(uncordon=true) does both: once the node is
+    Ready, it is made schedulable (as V(uncordoned) would, O(owner) included), in the same call.
   - V(safe_to_stop), for a controller O(name), checks that the cluster can lose O(name) for a while. The
     other controllers are O(names), or else every node labelled C(node-role.kubernetes.io/control-plane).
     Every other controller is Ready with a fresh kubelet (its Lease renewed within O(fresh_within) seconds,
@@ -85,6 +86,10 @@ options:
         naming the pods; in check mode the refusal is one of the changes.
       - A pod that more than one PodDisruptionBudget covers is refused the same way, with or without
         O(force), since the API server never evicts such a pod.
+    type: bool
+    default: false
+  uncordon:
+    description: With O(state=ready) and O(name), make the node schedulable once it is Ready (as V(uncordoned)).
     type: bool
     default: false
   owner:
@@ -151,7 +156,7 @@ by_node:
 node_state:
   description:
     - What the node is like now, for the report and the command that follow a node's sync (V(drained),
-      V(ready) or V(uncordoned)).
+      V(ready) or V(uncordoned); V(uncordoned) also for V(ready) with O(uncordon=true)).
   returned: with O(name) and O(state=drained), O(state=ready) (once Ready) or O(state=uncordoned), not in check mode
   type: str
 """
@@ -221,6 +226,7 @@ def main() -> None:
             "labels": {"type": "dict", "default": {}},
             "restarted_after": {"type": "str"},
             "fresh_within": {"type": "int", "default": 25},
+            "uncordon": {"type": "bool", "default": False},
         },
         required_one_of=[("name", "names", "node_of")],
         supports_check_mode=True,
@@ -253,7 +259,8 @@ def main() -> None:
         and target == "name"
         and (p["state"] != "ready" or result["ready"])
     ):
-        result["node_state"] = NODE_STATES[p["state"]]
+        result["node_state"] = "uncordoned" if result.get("uncordoned") else NODE_STATES[p["state"]]
+    result.pop("uncordoned", None)
     module.exit_json(**result)
 
 

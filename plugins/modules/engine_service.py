@@ -45,6 +45,12 @@ options:
     description: With O(state=started), seconds the unit must stay active without a restart.
     type: int
     default: 10
+  lock_run_id:
+    description:
+      - Go on only while the cargoship host lock (M(cargoship.engine.host_lock)) is held by this run id,
+        checked (and refreshed) in the same call, just before the unit is touched; otherwise fail, changing
+        nothing. A run that lost its lock while it drained the node stops before the engine does.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -92,6 +98,8 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
+from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import touch_if_held
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
 
 POLL_SECONDS = 0.5
@@ -177,9 +185,14 @@ def main() -> None:
             "state": {"type": "str", "required": True, "choices": ["started", "stopped", "restarted"]},
             "timeout": {"type": "int", "default": 300},
             "settle": {"type": "int", "default": 10},
+            "lock_run_id": {"type": "str"},
         },
         supports_check_mode=True,
     )
+    if module.params["lock_run_id"]:
+        refused = touch_if_held(LOCK_PATH, module.params["lock_run_id"], module.check_mode)
+        if refused:
+            module.fail_json(msg=f"{refused}: {module.params['name']} was left as it was")
     unit = Unit(module, module.params["name"])
     props = unit.show()
     state, running = module.params["state"], unit_state(props) == "active"

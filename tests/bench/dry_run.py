@@ -1,6 +1,7 @@
 """Benchmark: cargoship's dry run against a ping round and a plain check-mode playbook, on one lab.
 
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--controllers 3] [--forks 50] [--real]
+    .venv/bin/python tests/bench/dry_run.py --sizes 10 --node-overhead
 
 Brings the lab up once with as many hosts as the largest size, then for each size (the controllers and
 the first workers, by --limit) times: one ``ansible -m ping`` round, ``tests/bench/plain_check.yml``
@@ -8,12 +9,16 @@ in check mode (the hand-written peer: the same desired state checked with builti
 ``cargoship engine-config-sync --dry-run``. Prints wall times, the ratios the goal is stated in, the
 tasks per host and the remote module rounds per host, and the control host's peak memory (RSS of the
 ansible-playbook processes). With --real, a real run and a dry run after it at the largest size.
+With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
+and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
+settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
 Timing is measured here, never asserted in tests.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import resource
 import shutil
@@ -47,6 +52,8 @@ CONTROLLER_ONLY = {
     "ansible.builtin.meta",
     "ansible.builtin.fail",
     "ansible.builtin.include_role",
+    "ansible.builtin.validate_argument_spec",
+    "ansible.builtin.group_by",
     "ansible.builtin.include_tasks",
     "cargoship.engine.phase_report",
     "cargoship.engine.validate_input",
@@ -71,6 +78,8 @@ class Counts:
         self.tasks[host] += 1
         if event["event"] == "runner_on_skipped" or data.get("resolved_action") in CONTROLLER_ONLY:
             return True
+        if (data.get("res") or {}).get("answered_by") == "host_survey":
+            return True  # given on the control host from the survey round
         delegated = ((data.get("res") or {}).get("_ansible_delegated_vars") or {}).get("ansible_host")
         if delegated not in ("localhost", "127.0.0.1"):
             self.remote[host] += 1
@@ -79,6 +88,58 @@ class Counts:
     def median(self, counter: Counter) -> int:
         values = sorted(counter.values())
         return values[len(values) // 2] if values else 0
+
+
+# A node's own sync steps whose time is the engine's (its restart, until Ready) or the drain's.
+ENGINE_AND_DRAIN = {
+    "Drain the node",
+    "Stop the engine",
+    "Start the engine",
+    "Wait until the node is Ready, then uncordon it",
+}
+
+
+class NodeTimes:
+    """Per host, in the plays that sync nodes: the span of its tasks, and the engine's and drain's part."""
+
+    def __init__(self) -> None:
+        self.started: dict = {}
+        self.span: dict = {}
+        self.engine: Counter = Counter()
+
+    def __call__(self, event: dict) -> bool:
+        data = event.get("event_data") or {}
+        host, play = data.get("host"), data.get("play") or ""
+        if not host or not play.startswith("Sync"):
+            return True
+        when = datetime.datetime.fromisoformat(event["created"]).timestamp()
+        if event["event"] == "runner_on_start":
+            self.started[(host, data.get("task_uuid"))] = when
+            first, last = self.span.get(host, (when, when))
+            self.span[host] = (min(first, when), max(last, when))
+        elif event["event"] in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
+            began = self.started.pop((host, data.get("task_uuid")), when)
+            first, last = self.span.get(host, (began, when))
+            self.span[host] = (min(first, began), max(last, when))
+            if data.get("task") in ENGINE_AND_DRAIN:
+                self.engine[host] += when - began
+        return True
+
+
+def node_overhead(inventory: Path, limit: str, forks: int) -> None:
+    times = NodeTimes()
+    outcome = run_playbook(
+        RunOptions("engine_config_sync", inventory, False, limit, forks, {"cargoship_work_concurrency": 1}), times
+    )
+    print(f"real run, one node at a time: rc {outcome.rc}")
+    print(f"{'node':>6} {'in sync':>8} {'restart+drain':>14} {'overhead':>9}")
+    overheads = []
+    for host, (first, last) in sorted(times.span.items()):
+        spent = last - first
+        overheads.append(spent - times.engine[host])
+        print(f"{host:>6} {spent:>7.1f}s {times.engine[host]:>13.1f}s {overheads[-1]:>8.1f}s")
+    overheads.sort()
+    print(f"overhead per node: median {overheads[len(overheads) // 2]:.1f}s, max {overheads[-1]:.1f}s")
 
 
 def limit_of(lab, size: int) -> str:
@@ -148,6 +209,11 @@ def main() -> int:
     parser.add_argument(
         "--real", action="store_true", help="also a real run and a dry run after it, at the largest size"
     )
+    parser.add_argument(
+        "--node-overhead",
+        action="store_true",
+        help="a real run of the smallest size, one node at a time, timed per node",
+    )
     args = parser.parse_args()
     sizes = sorted(int(s) for s in args.sizes.split(","))
     up_started = time.monotonic()
@@ -162,6 +228,9 @@ def main() -> int:
             f"{'hosts':>5} {'ping':>7} {'plain':>7} {'cargoship':>9} {'÷plain':>7} {'÷ping':>6}"
             f" {'tasks/host plain|cargoship':>27} {'remote rounds/host plain|cargoship':>35}"
         )
+        if args.node_overhead:
+            node_overhead(inventory, limit_of(lab, sizes[0]), args.forks)
+            return 0
         previous = None
         for size in sizes:
             limit = limit_of(lab, size)

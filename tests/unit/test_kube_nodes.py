@@ -23,6 +23,7 @@ DEFAULTS = {
     "labels": {},
     "restarted_after": None,
     "fresh_within": 25,
+    "uncordon": False,
 }
 
 
@@ -108,3 +109,42 @@ def test_known_names_hosts_that_are_no_node_and_hosts_that_are_one_node(api):
     with pytest.raises(Failed, match="a and b are all node c1"):
         nodes.check_known(api.core, Module(node_of={"a": "c1", "b": "c1"}))
     assert nodes.check_known(api.core, Module(node_of={"10.0.0.1": "c1"}))["renamed"] == {"10.0.0.1": "c1"}
+
+
+def test_ready_with_uncordon_waits_for_the_new_kubelet_first_and_then_lifts_only_a_runs_cordon(api):
+    api.node("w1")
+    api.core.patch_node(
+        "w1", {"spec": {"unschedulable": True}, "metadata": {"annotations": {nodes.CORDONED_BY: "RUN1"}}}
+    )
+    stopped = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # No kubelet since the stop: not Ready, and the cordon stays.
+    with pytest.raises(Failed, match="has not renewed its Lease since the engine was stopped"):
+        nodes.one_ready(api.core, Module(name="w1", restarted_after=stopped, timeout=2, uncordon=True))
+    assert api.core.read_node("w1").spec.unschedulable
+    api.kubelet_alive("w1")
+    status = {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": _later_stamp()}]}}
+    api.core.patch_node_status("w1", status)
+    result = nodes.one_ready(api.core, Module(name="w1", restarted_after=stopped, uncordon=True))
+    assert result["ready"] is True and result["changes"] == ["uncordon"] and result["uncordoned"] is True
+    assert not api.core.read_node("w1").spec.unschedulable
+    # A cordon someone else made (no cargoship mark) is theirs: Ready, and left cordoned.
+    api.node("w2")
+    api.core.patch_node("w2", {"spec": {"unschedulable": True}})
+    assert nodes.one_ready(api.core, Module(name="w2", uncordon=True))["changes"] == []
+    assert api.core.read_node("w2").spec.unschedulable
+
+
+def test_the_drain_assessment_of_a_batch_lists_once_and_names_each_nodes_evictions(api):
+    for name in ("w1", "w2", "w3"):
+        api.node(name)
+    api.pod("web-1", "w1")
+    api.pod("web-2", "w2")
+    api.core.patch_node("w3", {"spec": {"unschedulable": True}})
+    assessed = nodes.drains_assessed(api.core, Module(check_mode=True, names=["w1", "w2", "w3"]))
+    assert assessed["by_node"] == {
+        "w1": ["cordon", "evict default/web-1"],
+        "w2": ["cordon", "evict default/web-2"],
+        "w3": [],
+    }
+    with pytest.raises(Failed, match="node ghost is not in the cluster"):
+        nodes.drains_assessed(api.core, Module(check_mode=True, names=["w1", "ghost"]))

@@ -184,3 +184,15 @@ def test_engine_info_runs_on_a_host_without_the_engine():
     result = run_module("engine_info", {"engine": "rke2"})
     assert not result.get("failed"), result
     assert result["installed"] is False and result["services"] == {}
+
+
+def test_a_step_guarded_by_the_lock_goes_on_only_while_this_run_holds_it(lock):
+    from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import touch_if_held
+
+    assert touch_if_held(lock, "a", check_mode=False) == "cannot touch a lock this run does not hold (held by nobody)"
+    Path(lock).write_text(json.dumps({"run_id": "b", "holder": {"user": "carol"}}))
+    refused = touch_if_held(lock, "a", check_mode=False)
+    assert refused.startswith("cannot touch a lock this run does not hold (held by run b (user=carol))")
+    os.utime(lock, (0, 0))
+    assert touch_if_held(lock, "b", check_mode=True) is None and os.stat(lock).st_mtime == 0
+    assert touch_if_held(lock, "b", check_mode=False) is None and os.stat(lock).st_mtime > time.time() - 60

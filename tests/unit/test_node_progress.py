@@ -88,6 +88,7 @@ def test_the_role_opens_the_window_with_the_fact_the_tracker_reads():
         ("engine_config", "present"),
         ("engine_service", "started"),
         ("cluster_node", "ready"),
-        ("cluster_node", "uncordoned"),
     ]
+    # The last step closes the window: Ready, then uncordoned in the same call (node_state uncordoned).
+    assert [t["cargoship.engine.cluster_node"] for t in after if "cargoship.engine.cluster_node" in t][-1]["uncordon"]
     assert list(NEXT) == ["draining", "drained", "stopped", "written", "started", "ready", "restored"]
