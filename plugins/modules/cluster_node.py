@@ -22,7 +22,7 @@ description:
     kubelet is a renewal of the node's Lease in C(kube-node-lease) later than O(restarted_after) and a Ready
     status posted no earlier. Both times are the node's own clock (the kubelet writes them, the stop
     time comes from the same host), so the control host's clock plays no part.
-  - V(uncordoned) makes it schedulable again. V(ready) with O(uncordon=true) does both: once the node is
+  - V(uncordoned) makes it schedulable again. V(ready) with O(uncordon=true) does both, once the node is
     Ready, it is made schedulable (as V(uncordoned) would, O(owner) included), in the same call.
   - V(safe_to_stop), for a controller O(name), checks that the cluster can lose O(name) for a while. The
     other controllers are O(names), or else every node labelled C(node-role.kubernetes.io/control-plane).
