@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--controllers 3] [--forks 50] [--real]
     .venv/bin/python tests/bench/dry_run.py --sizes 10 --node-overhead
+    .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --mitogen DIR   # DIR holds ansible_mitogen/
 
 Brings the lab up once with as many hosts as the largest size, then for each size (the controllers and
 the first workers, by --limit) times: one ``ansible -m ping`` round, ``tests/bench/plain_check.yml``
@@ -214,7 +215,22 @@ def main() -> int:
         action="store_true",
         help="a real run of the smallest size, one node at a time, timed per node",
     )
+    parser.add_argument(
+        "--mitogen",
+        metavar="DIR",
+        help="run everything (ping, the peer, cargoship) with mitogen's linear strategy from DIR (an unpacked mitogen wheel)",
+    )
     args = parser.parse_args()
+    if args.mitogen:
+        # An option to measure, never cargoship's default: the same strategy for all three, so only the work differs.
+        strategies = Path(args.mitogen).resolve() / "ansible_mitogen" / "plugins" / "strategy"
+        if not strategies.is_dir():
+            parser.error(f"--mitogen: no {strategies}")
+        os.environ["ANSIBLE_STRATEGY_PLUGINS"] = str(strategies)
+        os.environ["ANSIBLE_STRATEGY"] = "mitogen_linear"
+        os.environ["PYTHONPATH"] = os.pathsep.join(
+            filter(None, [str(Path(args.mitogen).resolve()), os.environ.get("PYTHONPATH")])
+        )
     sizes = sorted(int(s) for s in args.sizes.split(","))
     up_started = time.monotonic()
     lab = labctl.up(sizes[-1], args.controllers, "k3s")
@@ -223,7 +239,10 @@ def main() -> int:
         (lab.state / "group_vars").mkdir(exist_ok=True)
         shutil.copy(REPO / "examples" / "group_vars" / "all.yml", lab.state / "group_vars" / "all.yml")
         inventory = lab.state / "inventory.yml"
-        print(f"lab of {sizes[-1]} hosts ({args.controllers} controllers) up in {up_seconds:.1f}s; forks {args.forks}")
+        print(
+            f"lab of {sizes[-1]} hosts ({args.controllers} controllers) up in {up_seconds:.1f}s; forks {args.forks}"
+            + ("; strategy mitogen_linear" if args.mitogen else "")
+        )
         print(
             f"{'hosts':>5} {'ping':>7} {'plain':>7} {'cargoship':>9} {'÷plain':>7} {'÷ping':>6}"
             f" {'tasks/host plain|cargoship':>27} {'remote rounds/host plain|cargoship':>35}"
