@@ -15,9 +15,9 @@ description:
     every answer beside the arguments it was given. Nothing is changed.
   - A later task of one of those modules given the survey (its O(cargoship.engine.host_info#module:survey)
     option) gets the answer to a call with the same arguments on the control host, without going to the
-    host again. M(cargoship.engine.host_info) and M(cargoship.engine.engine_info) answers hold in a real
-    run too; the answers of M(cargoship.engine.host_lock) and M(cargoship.engine.engine_config) only in
-    check mode, since a real run must read what it is about to change when it changes it.
+    host again. M(cargoship.engine.host_info) answers hold in a real run too; those of
+    M(cargoship.engine.engine_info), M(cargoship.engine.host_lock) and M(cargoship.engine.engine_config)
+    only in check mode, since a real run reads what runs change again, once it holds the lock.
   - A call that fails is answered with its failure, which the later task reports in its own phase; the
     survey itself fails only if it cannot run.
   - The credentials of an engine_config call are moved out of its arguments on the control host (by

@@ -6,10 +6,12 @@ A task of host_info, host_lock, engine_info or engine_config given ``survey`` (t
 a host_survey task on the same host) gets the answer to the call with the same arguments, without a
 round to the host. Which answers hold:
 
-- host_info and engine_info read what a run never changes before its sync: their answers hold in a
-  real run too;
-- host_lock and engine_config answer what taking the lock or writing the files would do: only a task in
-  check mode (the dry run, which changes nothing in between) may take them; a real run asks the host.
+- host_info reads what no run changes (the OS, the network, the clock, the firewall): its answers hold
+  in a real run too;
+- engine_info, host_lock and engine_config read what a run changes (the engine's state, the lock, the
+  files), and the survey is made before this run holds the lock: another run could finish in between.
+  Only a task in check mode (the dry run, which changes nothing) takes their answers; a real run reads
+  them again on the host, under its lock.
 
 An answer is given only for the same arguments; a difference, however small, sends the task to its host.
 """
@@ -21,7 +23,7 @@ import copy
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
-HOLD_IN_A_REAL_RUN = frozenset(("host_info", "engine_info"))
+HOLD_IN_A_REAL_RUN = frozenset(("host_info",))
 # Arguments that name a moment, not a question: host_info's clock is read against the control host's
 # clock of its own call (the skew it reports is the same whichever moment is taken).
 MOMENTS = {"host_info": frozenset(("reference_epoch",))}

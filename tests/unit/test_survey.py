@@ -145,3 +145,13 @@ def test_what_a_real_run_changes_is_never_answered_outside_check_mode():
     assert answer_from(SURVEY, "engine_config", clean, check_mode=True, diff_mode=False) is None
     # A call the survey could not answer is asked again.
     assert answer_from(SURVEY, "engine_config", {"engine": "k3s"}, check_mode=True, diff_mode=True) is None
+
+
+def test_a_real_run_reads_the_engine_again_under_its_lock():
+    survey = {
+        "diff_mode": False,
+        "answers": [{"module": "engine_info", "args": {"engine": "k3s"}, "result": {"version": "v1"}}],
+    }
+    assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=True, diff_mode=False)["version"] == "v1"
+    # Made before this run held the lock: another run may have finished in between.
+    assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=False, diff_mode=False) is None
