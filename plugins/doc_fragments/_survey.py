@@ -12,8 +12,8 @@ options:
     description:
       - The registered result of a M(cargoship.engine.host_survey) task on this host. When it holds the
         answer to a call with these arguments, the task gives that answer back on the control host, without
-        going to the host again (in a real run, only M(cargoship.engine.host_info) answers are used: what
-        runs change is read again under the run's lock).
+        going to the host again. In a real run only M(cargoship.engine.host_info) answers are used, since
+        what runs change is read again under the run's lock.
       - Otherwise the module runs on the host as usual.
     type: dict
 """
