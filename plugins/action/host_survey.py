@@ -7,7 +7,7 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
-from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import calls_moved_out
 
 
 class ActionModule(ActionBase):
@@ -17,16 +17,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
         result = super().run(tmp, task_vars)
-        calls, credentials = [], []
-        for given in self._task.args.get("calls") or []:
-            call = given
-            if isinstance(given, dict) and given.get("module") == "engine_config":
-                args = moved_out(given.get("args") or {})
-                credentials.append(args.pop("credentials"))
-                call = {**given, "args": args}
-            else:
-                credentials.append([])
-            calls.append(call)
+        calls, credentials = calls_moved_out(self._task.args.get("calls") or [])
         module_result = self._execute_module(
             module_name="cargoship.engine.host_survey",
             module_args={"calls": calls, "credentials": credentials},

@@ -180,3 +180,18 @@ def moved_out(args: dict) -> dict:
         }
     args["credentials"] = found
     return args
+
+
+def calls_moved_out(calls: list) -> tuple[list, list]:
+    """host_survey's calls with the credentials of each engine_config call moved out (``moved_out``),
+    and those credentials, one list per call (empty for the other modules)."""
+    moved, credentials = [], []
+    for call in calls:
+        if isinstance(call, dict) and call.get("module") == "engine_config":
+            args = moved_out(call.get("args") or {})
+            credentials.append(args.pop("credentials"))
+            call = {**call, "args": args}  # noqa: PLW2901 - the call as the module gets it
+        else:
+            credentials.append([])
+        moved.append(call)
+    return moved, credentials

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_modules import run_module
 
-from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import calls_moved_out, moved_out
 from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_from
 
 NO_ENGINE_HERE = any(Path(p).exists() for p in ("/etc/rancher", "/var/lib/rancher"))
@@ -17,15 +17,7 @@ NO_ENGINE_HERE = any(Path(p).exists() for p in ("/etc/rancher", "/var/lib/ranche
 
 def survey(calls: list, diff: bool = False) -> dict:
     """host_survey as its action plugin calls it: engine_config credentials moved out, one list per call."""
-    moved, credentials = [], []
-    for call in calls:
-        if call["module"] == "engine_config":
-            args = moved_out(call["args"])
-            credentials.append(args.pop("credentials"))
-            moved.append({**call, "args": args})
-        else:
-            credentials.append([])
-            moved.append(call)
+    moved, credentials = calls_moved_out(calls)
     return run_module("host_survey", {"calls": moved, "credentials": credentials, "_ansible_diff": diff})
 
 
