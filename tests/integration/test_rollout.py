@@ -99,7 +99,8 @@ def test_rke2_fleet_converges_with_rke2_keys_and_a_second_dry_run_finds_nothing(
 def test_an_rke2_server_on_the_cis_profile_keeps_its_pod_security_file_unless_told(lab_manager, tmp_path):
     lab = with_desired_state(lab_manager.get(hosts=3, controllers=2, engine="rke2", version="v1.30.2+rke2r1"))
     dropin = "/etc/rancher/rke2/config.yaml.d/10-profile.yaml"
-    lab.sh("c2", f"echo 'profile: cis' > {dropin}")
+    # The drop-in directory exists only once something wrote a drop-in (this test may run first).
+    lab.sh("c2", f"mkdir -p {dropin.rsplit('/', 1)[0]} && echo 'profile: cis' > {dropin}")
     try:
         refused = cargoship("engine-config-sync", "-i", str(lab.inventory), "--dry-run")
         output = refused.stdout + refused.stderr
