@@ -357,6 +357,9 @@ def wait_ready(core, module) -> None:
 
 
 def drained(core, module) -> dict:
+    if module.params.get("only_if_safe_to_stop"):
+        # A controller: the cluster must be able to lose it, checked in the same call just before the drain.
+        check_safe_to_stop(core, module)
     changes = drain(core, module, core.read_node(module.params["name"]))
     return outcome(core, module, changes)
 

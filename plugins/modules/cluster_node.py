@@ -22,6 +22,9 @@ description:
     kubelet is a renewal of the node's Lease in C(kube-node-lease) later than O(restarted_after) and a Ready
     status posted no earlier. Both times are the node's own clock (the kubelet writes them, the stop
     time comes from the same host), so the control host's clock plays no part.
+  - V(drained) with O(only_if_safe_to_stop=true), for a controller, first makes the check of V(safe_to_stop)
+    and fails before the node is touched (not even cordoned) if the cluster cannot lose it; one call
+    instead of two, just before the drain.
   - V(uncordoned) makes it schedulable again. V(ready) with O(uncordon=true) does both, once the node is
     Ready, it is made schedulable (as V(uncordoned) would, O(owner) included), in the same call.
   - V(safe_to_stop), for a controller O(name), checks that the cluster can lose O(name) for a while. The
@@ -88,6 +91,12 @@ options:
         O(force), since the API server never evicts such a pod.
     type: bool
     default: false
+  only_if_safe_to_stop:
+    description:
+      - With O(state=drained) and O(name), check first, as O(state=safe_to_stop) does, that the cluster can
+        lose this controller; if not, fail naming why, with the node untouched.
+    type: bool
+    default: false
   uncordon:
     description: With O(state=ready) and O(name), make the node schedulable once it is Ready (as V(uncordoned)).
     type: bool
@@ -106,7 +115,7 @@ options:
   fresh_within:
     description:
       - How recent a kubelet's Lease renewal must be, in seconds, for its Ready to count, with
-        O(state=safe_to_stop) (the other controllers) and O(state=released) (the nodes to give back).
+        O(state=safe_to_stop) and O(only_if_safe_to_stop) (the other controllers) and O(state=released) (the nodes to give back).
     type: int
     default: 25
   restarted_after:
@@ -227,6 +236,7 @@ def main() -> None:
             "restarted_after": {"type": "str"},
             "fresh_within": {"type": "int", "default": 25},
             "uncordon": {"type": "bool", "default": False},
+            "only_if_safe_to_stop": {"type": "bool", "default": False},
         },
         required_one_of=[("name", "names", "node_of")],
         supports_check_mode=True,

@@ -24,6 +24,7 @@ DEFAULTS = {
     "restarted_after": None,
     "fresh_within": 25,
     "uncordon": False,
+    "only_if_safe_to_stop": False,
 }
 
 
@@ -148,3 +149,28 @@ def test_the_drain_assessment_of_a_batch_lists_once_and_names_each_nodes_evictio
     }
     with pytest.raises(Failed, match="node ghost is not in the cluster"):
         nodes.drains_assessed(api.core, Module(check_mode=True, names=["w1", "ghost"]))
+
+
+def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refuses_untouched(api):
+    for name in ("c1", "c2"):
+        api.node(name, labels={nodes.CONTROL_PLANE: "true"})
+    api.pod("web-1", "c1")
+    # c2's kubelet stopped 40 s ago: its node still shows Ready=True, its Lease is stale.
+    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    api.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
+    with pytest.raises(Failed, match="not stopping c1: controller c2 shows Ready but its kubelet last renewed"):
+        nodes.drained(api.core, Module(name="c1", only_if_safe_to_stop=True))
+    api.kubelet_alive("c2")
+    api.store.etcd_healthy = False
+    with pytest.raises(Failed, match="not stopping c1: the API server's etcd check fails"):
+        nodes.drained(api.core, Module(name="c1", only_if_safe_to_stop=True))
+    # Refused before the node was touched: neither cordoned nor drained.
+    assert not api.core.read_node("c1").spec.unschedulable
+    assert [p.metadata.name for p in api.core.list_namespaced_pod("default").items] == ["web-1"]
+    # Without the check (a worker's drain) etcd plays no part; with it and a healthy cluster, drained.
+    api.node("w1")
+    assert nodes.drained(api.core, Module(name="w1"))["changes"] == ["cordon"]
+    api.store.etcd_healthy = True
+    result = nodes.drained(api.core, Module(name="c1", only_if_safe_to_stop=True))
+    assert result["changes"] == ["cordon", "evict default/web-1"]
+    assert api.core.read_node("c1").spec.unschedulable
