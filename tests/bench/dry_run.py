@@ -65,7 +65,8 @@ CONTROLLER_ONLY = {
 
 
 class Counts:
-    """Tasks per host, and those of them that went to the host (module rounds)."""
+    """Tasks per host (each one a worker process on the control host; meta tasks are not), and those of
+    them that went to the host (module rounds)."""
 
     def __init__(self) -> None:
         self.tasks: Counter = Counter()
@@ -76,6 +77,8 @@ class Counts:
             return True
         data = event.get("event_data") or {}
         host = data.get("host")
+        if data.get("resolved_action") == "ansible.builtin.meta":
+            return True  # run by Ansible in its own process: no worker, no round, not a task here
         self.tasks[host] += 1
         if event["event"] == "runner_on_skipped" or data.get("resolved_action") in CONTROLLER_ONLY:
             return True
