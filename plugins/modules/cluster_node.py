@@ -115,7 +115,8 @@ options:
   fresh_within:
     description:
       - How recent a kubelet's Lease renewal must be, in seconds, for its Ready to count, with
-        O(state=safe_to_stop) and O(only_if_safe_to_stop) (the other controllers) and O(state=released) (the nodes to give back).
+        O(state=safe_to_stop) or O(only_if_safe_to_stop) (the other controllers), and with O(state=released)
+        (the nodes to give back).
     type: int
     default: 25
   restarted_after:
