@@ -50,7 +50,6 @@ CONTROLLER_ONLY = {
     "ansible.builtin.set_fact",
     "ansible.builtin.assert",
     "ansible.builtin.debug",
-    "ansible.builtin.meta",
     "ansible.builtin.fail",
     "ansible.builtin.include_role",
     "ansible.builtin.validate_argument_spec",
