@@ -11,10 +11,12 @@ import re
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import service_name
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import services as engine_services
-from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
+from ansible_collections.cargoship.engine.plugins.module_utils._systemd import show_units, unit_state
 
 # A node name is a DNS-1123 subdomain (the API refuses anything else).
 NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# What engine_info reports of each of the engine's units.
+UNIT_PROPERTIES = ("LoadState", "ActiveState", "SubState")
 VERSION = re.compile(r"^(?:k3s|rke2) version (v\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.+-]*)?)")
 
 
@@ -50,16 +52,20 @@ def run(module) -> None:
         if rc != 0 or not match:
             module.fail_json(msg=f"{binary} --version gave no version (rc={rc}): {(out or err).strip()[:200]}")
         version = match.group(1)
+    role = module.params["node_role"]
+    service = service_name(engine, role) if role else None
+    # Every unit of the engine, and how the node's own one starts the engine, in one systemctl call.
+    units = engine_services(engine)
+    shown = show_units(
+        module,
+        [f"{unit}.service" for unit in units],
+        list(UNIT_PROPERTIES + (_engine_settings.INVOCATION_PROPERTIES if service else ())),
+    )
     services = {}
-    systemctl = module.get_bin_path("systemctl")
-    if systemctl:
-        for unit in engine_services(engine):
-            rc, out, _err = module.run_command(
-                [systemctl, "show", "--property=LoadState,ActiveState,SubState", f"{unit}.service"]
-            )
-            props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
-            if rc == 0 and props.get("LoadState") == "loaded":
-                services[unit] = unit_state(props)
+    for unit in units:
+        props = shown.get(f"{unit}.service", {})
+        if props.get("LoadState") == "loaded":
+            services[unit] = unit_state(props)
     desired = module.params["desired_version"]
     if not desired:
         plan = "unknown"
@@ -70,11 +76,9 @@ def run(module) -> None:
     else:
         plan = "upgrade" if version_key(desired) > version_key(version) else "downgrade"
     result = {"changed": False, "installed": binary is not None, "version": version, "plan": plan, "services": services}
-    role = module.params["node_role"]
-    if role:
-        service = service_name(engine, role)
+    if service:
         result["service"] = service
-        argv, env = _engine_settings.unit_invocation(module, service)
+        argv, env = _engine_settings.invocation(shown.get(f"{service}.service", {}))
         settings = _engine_settings.resolve(engine, argv, env, _engine_settings.hostname())
         result["settings"] = settings
         if settings["config_problems"]:

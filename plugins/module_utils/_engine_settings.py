@@ -31,17 +31,13 @@ SETTINGS = {
 }
 
 
-def unit_invocation(module, service: str) -> tuple[list[str], dict[str, str]]:
-    """The engine's command line and environment as its systemd unit starts it."""
-    systemctl = module.get_bin_path("systemctl")
-    if not systemctl:
-        return [], {}
-    rc, out, _err = module.run_command(
-        [systemctl, "show", "--property=ExecStart,Environment,EnvironmentFiles", f"{service}.service"]
-    )
-    if rc != 0:
-        return [], {}
-    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+# The properties of the engine's unit that say how systemd starts it (see invocation).
+INVOCATION_PROPERTIES = ("ExecStart", "Environment", "EnvironmentFiles")
+
+
+def invocation(props: dict) -> tuple[list[str], dict[str, str]]:
+    """The engine's command line and environment as its systemd unit starts it, from the unit's
+    INVOCATION_PROPERTIES (``systemctl show``)."""
     match = re.search(r"argv\[\]=(.*?) ;", props.get("ExecStart", ""))
     try:
         argv = shlex.split(match.group(1)) if match else []

@@ -12,3 +12,25 @@ def unit_state(props: dict) -> str:
     if active in ("active", "reloading"):
         return "active"
     return f"{active} ({props.get('SubState', 'unknown')})"
+
+
+def show_units(module, units: list, properties: list) -> dict:
+    """``systemctl show`` of several units in one call: their properties by unit, as systemd gives them
+    (a unit it does not know has C(LoadState=not-found); an empty property may be left out). Empty when
+    there is no systemctl or it fails."""
+    systemctl = module.get_bin_path("systemctl")
+    if not systemctl or not units:
+        return {}
+    rc, out, _err = module.run_command([systemctl, "show", f"--property={','.join(properties)}", *units])
+    if rc != 0:
+        return {}
+    # One block per unit, in the order asked, separated by an empty line.
+    blocks = out.strip("\n").split("\n\n")
+    if len(blocks) != len(units):
+        return {}
+    return {unit: parse_properties(blocks[index]) for index, unit in enumerate(units)}
+
+
+def parse_properties(text: str) -> dict:
+    """``Key=value`` lines, the value kept whole (it may hold ``=``)."""
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)

@@ -1,15 +1,18 @@
 """Benchmark: cargoship's dry run against a ping round and a plain check-mode playbook, on one lab.
 
-    .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--controllers 3] [--forks 50] [--real]
+    .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--repeat 3] [--controllers 3] [--forks 50] [--real]
     .venv/bin/python tests/bench/dry_run.py --sizes 10 --node-overhead
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --mitogen DIR   # DIR holds ansible_mitogen/
 
 Brings the lab up once with as many hosts as the largest size, then for each size (the controllers and
 the first workers, by --limit) times: one ``ansible -m ping`` round, ``tests/bench/plain_check.yml``
 in check mode (the hand-written peer: the same desired state checked with builtin modules), and
-``cargoship engine-config-sync --dry-run``. Prints wall times, the ratios the goal is stated in, the
-tasks per host and the remote module rounds per host, and the control host's peak memory (RSS of the
-ansible-playbook processes). With --real, a real run and a dry run after it at the largest size.
+``cargoship engine-config-sync --dry-run``, --repeat times in turn (default 3), and keeps each one's
+median. Prints wall times, the ratios the goal is stated in, the tasks per host and the remote module
+rounds per host, and the control host's peak memory (RSS of the ansible-playbook processes). Because
+the lab's hosts share the control host's cores, it also prints the CPU time each command cost: on the
+control host (ansible and its workers and SSH clients) and on the whole machine (the hosts too), and
+per added host between sizes, which varies less from run to run than wall time. With --real, a real run and a dry run after it at the largest size.
 With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
 and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
 settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
@@ -157,6 +160,63 @@ def lab_names(lab) -> dict:
     }
 
 
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine has spent busy (all cores, every process: the lab's hosts too)."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        fields = [int(value) for value in stat.readline().split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measured(run, *args, **kwargs) -> dict:
+    """The command's result with the control host's CPU time (the processes it waited for) and the whole
+    machine's busy time while it ran."""
+    cpu, busy = children_cpu_seconds(), machine_busy_seconds()
+    result = run(*args, **kwargs)
+    result["cpu"] = children_cpu_seconds() - cpu
+    result["busy"] = machine_busy_seconds() - busy
+    return result
+
+
+def median_of(runs: list) -> dict:
+    """Per measure, the median of the runs (the counts are the same in every run: the first one's)."""
+
+    def middle(key):
+        values = sorted(run[key] for run in runs)
+        return values[len(values) // 2]
+
+    return {
+        **runs[0],
+        "rc": max(run["rc"] for run in runs),
+        "seconds": middle("seconds"),
+        "cpu": middle("cpu"),
+        "busy": middle("busy"),
+    }
+
+
+def print_per_added_host(before: dict, now: dict) -> None:
+    """What each host added between two sizes cost, for ping and cargoship: wall time, the whole machine's
+    CPU time and the control host's."""
+    added = now["size"] - before["size"]
+
+    def each(key: str) -> tuple:
+        ping = (now["ping"][key] - before["ping"][key]) / added
+        ours = (now["ours"][key] - before["ours"][key]) / added
+        return ping, ours, ours / ping if ping > 0 else float("nan")
+
+    wall, busy, cpu = each("seconds"), each("busy"), each("cpu")
+    print(
+        f"      per added host: wall ping {wall[0]:.2f}s, cargoship {wall[1]:.2f}s ({wall[2]:.1f} x);"
+        f" machine CPU ping {busy[0]:.2f}s, cargoship {busy[1]:.2f}s ({busy[2]:.1f} x);"
+        f" control-host CPU ping {cpu[0]:.2f}s, cargoship {cpu[1]:.2f}s"
+    )
+
+
 def timed_ping(inventory: Path, limit: str, forks: int) -> dict:
     counts = Counts()
     started = time.monotonic()
@@ -209,6 +269,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="10,50,100", help="host counts, comma-separated")
     parser.add_argument("--controllers", type=int, default=3)
     parser.add_argument("--forks", type=int, default=50)
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each command per size; medians are kept")
     parser.add_argument(
         "--real", action="store_true", help="also a real run and a dry run after it, at the largest size"
     )
@@ -242,8 +303,8 @@ def main() -> int:
         shutil.copy(REPO / "examples" / "group_vars" / "all.yml", lab.state / "group_vars" / "all.yml")
         inventory = lab.state / "inventory.yml"
         print(
-            f"lab of {sizes[-1]} hosts ({args.controllers} controllers) up in {up_seconds:.1f}s; forks {args.forks}"
-            + ("; strategy mitogen_linear" if args.mitogen else "")
+            f"lab of {sizes[-1]} hosts ({args.controllers} controllers) up in {up_seconds:.1f}s; forks {args.forks};"
+            f" medians of {args.repeat} runs" + ("; strategy mitogen_linear" if args.mitogen else "")
         )
         print(
             f"{'hosts':>5} {'ping':>7} {'plain':>7} {'cargoship':>9} {'÷plain':>7} {'÷ping':>6}"
@@ -255,9 +316,12 @@ def main() -> int:
         previous = None
         for size in sizes:
             limit = limit_of(lab, size)
-            ping = timed_ping(inventory, limit, args.forks)
-            plain = timed_plain(inventory, limit, args.forks)
-            ours = timed_cargoship(inventory, limit, args.forks)
+            runs = {"ping": [], "plain": [], "cargoship": []}
+            for _ in range(args.repeat):
+                runs["ping"].append(measured(timed_ping, inventory, limit, args.forks))
+                runs["plain"].append(measured(timed_plain, inventory, limit, args.forks))
+                runs["cargoship"].append(measured(timed_cargoship, inventory, limit, args.forks))
+            ping, plain, ours = (median_of(runs[name]) for name in ("ping", "plain", "cargoship"))
             print(
                 f"{size:>5} {ping['seconds']:>6.1f}s {plain['seconds']:>6.1f}s {ours['seconds']:>8.1f}s"
                 f" {ours['seconds'] / plain['seconds']:>7.2f} {ours['seconds'] / ping['seconds']:>6.2f}"
@@ -265,13 +329,19 @@ def main() -> int:
                 f" {plain['counts'].median(plain['counts'].remote):>17}|{ours['counts'].median(ours['counts'].remote):<17}"
                 f" rc {ping['rc']}/{plain['rc']}/{ours['rc']}"
             )
+            print(
+                "      wall of each run: "
+                + "; ".join(f"{name} " + " ".join(f"{run['seconds']:.1f}" for run in runs[name]) for name in runs)
+            )
+            print(
+                "      CPU, control host | whole machine:"
+                f" ping {ping['cpu']:.1f}s | {ping['busy']:.1f}s,"
+                f" plain {plain['cpu']:.1f}s | {plain['busy']:.1f}s,"
+                f" cargoship {ours['cpu']:.1f}s | {ours['busy']:.1f}s"
+            )
             if previous:
-                added = size - previous[0]
-                print(
-                    f"      per added host: ping {(ping['seconds'] - previous[1]) / added:.2f}s,"
-                    f" cargoship {(ours['seconds'] - previous[2]) / added:.2f}s"
-                )
-            previous = (size, ping["seconds"], ours["seconds"])
+                print_per_added_host(previous, {"size": size, "ping": ping, "ours": ours})
+            previous = {"size": size, "ping": ping, "ours": ours}
         if args.real:
             limit = limit_of(lab, sizes[-1])
             real = timed_cargoship(inventory, limit, args.forks, dry_run=False)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings as es
+from ansible_collections.cargoship.engine.plugins.module_utils import _systemd as systemd
 
 
 def write(path, text):
@@ -99,3 +100,54 @@ def test_the_admin_kubeconfig_is_where_the_server_writes_it(tmp_path):
     )
     by_flag = es.resolve("k3s", ["/usr/local/bin/k3s", "server", "--config", str(config), "-o", "/tmp/o.yaml"], {}, "c")
     assert by_flag["write_kubeconfig"] == "/tmp/o.yaml"
+
+
+# systemd 252's own output for `systemctl show --property=... k3s.service k3s-agent.service` on a k3s
+# agent (lab host, Debian 12): one block per unit in the order asked, empty properties left out.
+SHOW_OUTPUT = (
+    "Environment=\nLoadState=not-found\nActiveState=inactive\nSubState=dead\n\n"
+    "ExecStart={ path=/usr/local/bin/k3s ; argv[]=/usr/local/bin/k3s agent --node-name=w-1 ; ignore_errors=no ; "
+    "start_time=[Wed 2026-12-02 08:07:22 UTC] ; stop_time=[n/a] ; pid=29 ; code=(null) ; status=0/0 }\n"
+    "Environment=K3S_DATA_DIR=/srv/k3s\nEnvironmentFiles=/etc/systemd/system/k3s-agent.service.env (ignore_errors=yes)\n"
+    "LoadState=loaded\nActiveState=active\nSubState=running\n"
+)
+
+
+class SystemctlHost:
+    """A module on a host whose systemctl answers ``show`` with ``output``; it records the calls."""
+
+    def __init__(self, output: str, rc: int = 0):
+        self.output, self.rc, self.calls = output, rc, []
+
+    def get_bin_path(self, name, opt_dirs=None):
+        return "/usr/bin/systemctl" if name == "systemctl" else None
+
+    def run_command(self, argv):
+        self.calls.append(argv)
+        return self.rc, self.output, ""
+
+
+def test_one_systemctl_call_shows_every_unit_and_how_the_engine_is_started(tmp_path):
+    host = SystemctlHost(SHOW_OUTPUT)
+    units = ["k3s.service", "k3s-agent.service"]
+    shown = systemd.show_units(host, units, ["LoadState", "ActiveState", "SubState", *es.INVOCATION_PROPERTIES])
+    assert len(host.calls) == 1
+    assert host.calls[0][:2] == ["/usr/bin/systemctl", "show"] and host.calls[0][3:] == units
+    assert shown["k3s.service"]["LoadState"] == "not-found"
+    assert systemd.unit_state(shown["k3s-agent.service"]) == "active"
+    env_file = tmp_path / "k3s-agent.service.env"
+    env_file.write_text("K3S_TOKEN='s3cret'\nexport K3S_URL=https://c1:6443\n")
+    props = dict(shown["k3s-agent.service"])
+    props["EnvironmentFiles"] = f"{env_file} (ignore_errors=yes)"
+    argv, env = es.invocation(props)
+    assert argv == ["/usr/local/bin/k3s", "agent", "--node-name=w-1"]
+    assert env == {"K3S_TOKEN": "s3cret", "K3S_URL": "https://c1:6443", "K3S_DATA_DIR": "/srv/k3s"}
+
+
+def test_a_systemctl_answer_that_cannot_be_matched_to_the_units_gives_nothing():
+    # A failed call, or a block count that differs from the units asked, is never matched by guesswork.
+    assert (
+        systemd.show_units(SystemctlHost(SHOW_OUTPUT, rc=1), ["k3s.service", "k3s-agent.service"], ["LoadState"]) == {}
+    )
+    assert systemd.show_units(SystemctlHost(SHOW_OUTPUT), ["k3s.service"], ["LoadState"]) == {}
+    assert es.invocation({}) == ([], {})
