@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--repeat 3] [--controllers 3] [--forks 50] [--real]
     .venv/bin/python tests/bench/dry_run.py --sizes 10 --node-overhead
+    .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --floor        # also two playbooks of cargoship's shape
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --mitogen DIR   # DIR holds ansible_mitogen/
 
 Brings the lab up once with as many hosts as the largest size, then for each size (the controllers and
@@ -13,6 +14,10 @@ rounds per host, and the control host's peak memory (RSS of the ansible-playbook
 the lab's hosts share the control host's cores, it also prints the CPU time each command cost: on the
 control host (ansible and its workers and SSH clients) and on the whole machine (the hosts too), and
 per added host between sizes, which varies less from run to run than wall time. With --real, a real run and a dry run after it at the largest size.
+With --floor, also two reference playbooks built from cargoship's own tasks: the fleet play and the
+connect phase's survey round alone (the remote work of a dry run, nothing else), and the same followed
+by as many trivial tasks per host (set_fact) as the dry run has per host in one play: what that number
+of tasks costs without cargoship's phase structure (its plays, its phase includes, its reports).
 With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
 and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
 settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
@@ -37,7 +42,9 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 
 import ansible_runner  # noqa: E402
 import labctl  # noqa: E402
+import yaml  # noqa: E402
 
+from cargoship_runner.collection import run_collections_path  # noqa: E402
 from cargoship_runner.runner import RunOptions, ansible_cfg, run_playbook, ssh_args  # noqa: E402
 
 # The same connection settings as the command's runs, so that only the work differs.
@@ -199,21 +206,23 @@ def median_of(runs: list) -> dict:
     }
 
 
-def print_per_added_host(before: dict, now: dict) -> None:
-    """What each host added between two sizes cost, for ping and cargoship: wall time, the whole machine's
-    CPU time and the control host's."""
+def print_per_added_host(before: dict, now: dict, label: str = "cargoship") -> None:
+    """What each host added between two sizes cost, for ping and cargoship (or a floor playbook, under its
+    label): wall time, the whole machine's CPU time and the control host's."""
     added = now["size"] - before["size"]
+    ours = now["ours"] if label == "cargoship" else now[label]
+    ours_before = before["ours"] if label == "cargoship" else before[label]
 
     def each(key: str) -> tuple:
         ping = (now["ping"][key] - before["ping"][key]) / added
-        ours = (now["ours"][key] - before["ours"][key]) / added
-        return ping, ours, ours / ping if ping > 0 else float("nan")
+        theirs = (ours[key] - ours_before[key]) / added
+        return ping, theirs, theirs / ping if ping > 0 else float("nan")
 
     wall, busy, cpu = each("seconds"), each("busy"), each("cpu")
     print(
-        f"      per added host: wall ping {wall[0]:.2f}s, cargoship {wall[1]:.2f}s ({wall[2]:.1f} x);"
-        f" machine CPU ping {busy[0]:.2f}s, cargoship {busy[1]:.2f}s ({busy[2]:.1f} x);"
-        f" control-host CPU ping {cpu[0]:.2f}s, cargoship {cpu[1]:.2f}s"
+        f"      per added host, {label}: wall {wall[1]:.2f}s against ping's {wall[0]:.2f}s ({wall[2]:.1f} x);"
+        f" machine CPU {busy[1]:.2f}s against {busy[0]:.2f}s ({busy[2]:.1f} x);"
+        f" control-host CPU {cpu[1]:.2f}s against {cpu[0]:.2f}s"
     )
 
 
@@ -251,6 +260,41 @@ def timed_plain(inventory: Path, limit: str, forks: int) -> dict:
     return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
 
 
+def floor_playbooks(directory: Path, tasks_per_host: int) -> dict:
+    """The reference playbooks of --floor, built from the connect role's own tasks (so they stay in step)."""
+    tasks = yaml.safe_load((REPO / "roles" / "connect" / "tasks" / "main.yml").read_text())
+    own = [t for t in tasks if t.get("name") == "Name this run" or "cargoship.engine.host_survey" in t]
+    play = {"name": "Survey", "hosts": "cargoship_controllers:cargoship_workers", "gather_facts": False, "tasks": own}
+    trivial = [
+        {"name": f"Trivial task {n}", "ansible.builtin.set_fact": {f"bench_floor_{n}": n}}
+        for n in range(tasks_per_host - 1)
+    ]
+    fleet = {"ansible.builtin.import_playbook": "cargoship.engine.fleet"}
+    books = {"survey": [fleet, play], "survey+tasks": [fleet, {**play, "tasks": own + trivial}]}
+    paths = {}
+    for name, book in books.items():
+        paths[name] = directory / f"floor-{name.replace('+', '-')}.yml"
+        paths[name].write_text(yaml.safe_dump(book, sort_keys=False))
+    return paths
+
+
+def timed_floor(playbook: Path, inventory: Path, limit: str, forks: int) -> dict:
+    counts = Counts()
+    started = time.monotonic()
+    runner = ansible_runner.run(
+        private_data_dir=tempfile.mkdtemp(prefix="cargoship-bench-"),
+        playbook=str(playbook),
+        inventory=str(inventory),
+        limit=limit,
+        forks=forks,
+        cmdline="--check --diff",
+        quiet=True,
+        event_handler=counts,
+        envvars={**PEER_ENV, "ANSIBLE_COLLECTIONS_PATH": run_collections_path(ansible_cfg())},
+    )
+    return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
+
+
 def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = True) -> dict:
     counts = Counts()
     extravars = {"cargoship_work_concurrency": "20%"}
@@ -270,6 +314,9 @@ def main() -> int:
     parser.add_argument("--controllers", type=int, default=3)
     parser.add_argument("--forks", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command per size; medians are kept")
+    parser.add_argument(
+        "--floor", action="store_true", help="also time two playbooks of cargoship's survey and task count"
+    )
     parser.add_argument(
         "--real", action="store_true", help="also a real run and a dry run after it, at the largest size"
     )
@@ -313,14 +360,24 @@ def main() -> int:
         if args.node_overhead:
             node_overhead(inventory, limit_of(lab, sizes[0]), args.forks)
             return 0
+        floors: dict = {}
         previous = None
         for size in sizes:
             limit = limit_of(lab, size)
-            runs = {"ping": [], "plain": [], "cargoship": []}
+            runs: dict = {"ping": [], "plain": [], "cargoship": []}
             for _ in range(args.repeat):
                 runs["ping"].append(measured(timed_ping, inventory, limit, args.forks))
                 runs["plain"].append(measured(timed_plain, inventory, limit, args.forks))
                 runs["cargoship"].append(measured(timed_cargoship, inventory, limit, args.forks))
+                if args.floor and not floors:
+                    # As many tasks per host as the dry run just had (the survey among them).
+                    counts = runs["cargoship"][0]["counts"]
+                    floors = floor_playbooks(
+                        Path(tempfile.mkdtemp(prefix="cargoship-bench-")), counts.median(counts.tasks)
+                    )
+                for name, playbook in floors.items():
+                    runs.setdefault(name, [])
+                    runs[name].append(measured(timed_floor, playbook, inventory, limit, args.forks))
             ping, plain, ours = (median_of(runs[name]) for name in ("ping", "plain", "cargoship"))
             print(
                 f"{size:>5} {ping['seconds']:>6.1f}s {plain['seconds']:>6.1f}s {ours['seconds']:>8.1f}s"
@@ -339,9 +396,18 @@ def main() -> int:
                 f" plain {plain['cpu']:.1f}s | {plain['busy']:.1f}s,"
                 f" cargoship {ours['cpu']:.1f}s | {ours['busy']:.1f}s"
             )
+            floor = {name: median_of(runs[name]) for name in floors}
+            for name, measure in floor.items():
+                print(
+                    f"      {name}: {measure['seconds']:.1f}s ({measure['seconds'] / ping['seconds']:.2f} x ping),"
+                    f" {measure['counts'].median(measure['counts'].tasks)} tasks/host, rc {measure['rc']}"
+                )
+            now = {"size": size, "ping": ping, "ours": ours, **floor}
             if previous:
-                print_per_added_host(previous, {"size": size, "ping": ping, "ours": ours})
-            previous = {"size": size, "ping": ping, "ours": ours}
+                print_per_added_host(previous, now)
+                for name in floor:
+                    print_per_added_host(previous, now, label=name)
+            previous = now
         if args.real:
             limit = limit_of(lab, sizes[-1])
             real = timed_cargoship(inventory, limit, args.forks, dry_run=False)
