@@ -365,7 +365,7 @@ def main() -> int:
         for size in sizes:
             limit = limit_of(lab, size)
             runs: dict = {"ping": [], "plain": [], "cargoship": []}
-            for _ in range(args.repeat):
+            for _round in range(args.repeat):
                 runs["ping"].append(measured(timed_ping, inventory, limit, args.forks))
                 runs["plain"].append(measured(timed_plain, inventory, limit, args.forks))
                 runs["cargoship"].append(measured(timed_cargoship, inventory, limit, args.forks))
