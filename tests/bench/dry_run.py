@@ -243,21 +243,26 @@ def timed_ping(inventory: Path, limit: str, forks: int) -> dict:
     return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
 
 
-def timed_plain(inventory: Path, limit: str, forks: int) -> dict:
+def timed_check(playbook: Path, inventory: Path, limit: str, forks: int, env: dict | None = None) -> dict:
+    """A playbook in check mode with diffs, run as the peer is: the plain playbook, or a floor playbook."""
     counts = Counts()
     started = time.monotonic()
     runner = ansible_runner.run(
         private_data_dir=tempfile.mkdtemp(prefix="cargoship-bench-"),
-        playbook=str(REPO / "tests" / "bench" / "plain_check.yml"),
+        playbook=str(playbook),
         inventory=str(inventory),
         limit=limit,
         forks=forks,
         cmdline="--check --diff",
         quiet=True,
         event_handler=counts,
-        envvars=PEER_ENV,
+        envvars={**PEER_ENV, **(env or {})},
     )
     return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
+
+
+def timed_plain(inventory: Path, limit: str, forks: int) -> dict:
+    return timed_check(REPO / "tests" / "bench" / "plain_check.yml", inventory, limit, forks)
 
 
 def floor_playbooks(directory: Path, tasks_per_host: int) -> dict:
@@ -279,20 +284,10 @@ def floor_playbooks(directory: Path, tasks_per_host: int) -> dict:
 
 
 def timed_floor(playbook: Path, inventory: Path, limit: str, forks: int) -> dict:
-    counts = Counts()
-    started = time.monotonic()
-    runner = ansible_runner.run(
-        private_data_dir=tempfile.mkdtemp(prefix="cargoship-bench-"),
-        playbook=str(playbook),
-        inventory=str(inventory),
-        limit=limit,
-        forks=forks,
-        cmdline="--check --diff",
-        quiet=True,
-        event_handler=counts,
-        envvars={**PEER_ENV, "ANSIBLE_COLLECTIONS_PATH": run_collections_path(ansible_cfg())},
+    # The floor playbooks import cargoship's fleet play: the collection has to be found.
+    return timed_check(
+        playbook, inventory, limit, forks, {"ANSIBLE_COLLECTIONS_PATH": run_collections_path(ansible_cfg())}
     )
-    return {"rc": runner.rc, "seconds": time.monotonic() - started, "counts": counts}
 
 
 def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = True) -> dict:
