@@ -16,19 +16,23 @@ def unit_state(props: dict) -> str:
 
 def show_units(module, units: list, properties: list) -> dict:
     """``systemctl show`` of several units in one call: their properties by unit, as systemd gives them
-    (a unit it does not know has C(LoadState=not-found); an empty property may be left out). Empty when
-    there is no systemctl or it fails."""
+    (a unit it does not know has C(LoadState=not-found); an empty property may be left out). A unit
+    systemctl could not be asked about is left out."""
     systemctl = module.get_bin_path("systemctl")
     if not systemctl or not units:
         return {}
     rc, out, _err = module.run_command([systemctl, "show", f"--property={','.join(properties)}", *units])
-    if rc != 0:
-        return {}
     # One block per unit, in the order asked, separated by an empty line.
     blocks = out.strip("\n").split("\n\n")
-    if len(blocks) != len(units):
+    if rc == 0 and len(blocks) == len(units):
+        return {unit: parse_properties(blocks[index]) for index, unit in enumerate(units)}
+    if len(units) == 1:
         return {}
-    return {unit: parse_properties(blocks[index]) for index, unit in enumerate(units)}
+    # An answer that cannot be matched to the units block by block: ask about each unit alone.
+    shown = {}
+    for unit in units:
+        shown.update(show_units(module, [unit], properties))
+    return shown
 
 
 def parse_properties(text: str) -> dict:

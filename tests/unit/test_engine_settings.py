@@ -144,10 +144,19 @@ def test_one_systemctl_call_shows_every_unit_and_how_the_engine_is_started(tmp_p
     assert env == {"K3S_TOKEN": "s3cret", "K3S_URL": "https://c1:6443", "K3S_DATA_DIR": "/srv/k3s"}
 
 
-def test_a_systemctl_answer_that_cannot_be_matched_to_the_units_gives_nothing():
-    # A failed call, or a block count that differs from the units asked, is never matched by guesswork.
+def test_a_systemctl_answer_that_cannot_be_matched_to_the_units_is_asked_again_unit_by_unit():
+    # A failed call gives nothing; an answer whose blocks do not match the units asked is never matched
+    # by guesswork: each unit is asked about alone.
     assert (
         systemd.show_units(SystemctlHost(SHOW_OUTPUT, rc=1), ["k3s.service", "k3s-agent.service"], ["LoadState"]) == {}
     )
+    host = SystemctlHost("LoadState=loaded\nActiveState=active\nSubState=running\n")
+    shown = systemd.show_units(host, ["k3s.service", "k3s-agent.service"], ["LoadState"])
+    assert [call[3:] for call in host.calls] == [
+        ["k3s.service", "k3s-agent.service"],
+        ["k3s.service"],
+        ["k3s-agent.service"],
+    ]
+    assert shown["k3s.service"]["LoadState"] == shown["k3s-agent.service"]["LoadState"] == "loaded"
     assert systemd.show_units(SystemctlHost(SHOW_OUTPUT), ["k3s.service"], ["LoadState"]) == {}
     assert es.invocation({}) == ([], {})
