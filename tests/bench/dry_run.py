@@ -13,7 +13,8 @@ median. Prints wall times, the ratios the goal is stated in, the tasks per host 
 rounds per host, and the control host's peak memory (RSS of the ansible-playbook processes). Because
 the lab's hosts share the control host's cores, it also prints the CPU time each command cost: on the
 control host (ansible and its workers and SSH clients) and on the whole machine (the hosts too), and
-per added host between sizes, which varies less from run to run than wall time. With --real, a real run and a dry run after it at the largest size.
+per added host between sizes, which varies less from run to run than wall time.
+With --real, a real run and a dry run after it at the largest size.
 With --floor, also two reference playbooks built from cargoship's own tasks: the fleet play and the
 connect phase's survey round alone (the remote work of a dry run, nothing else), and the same followed
 by as many trivial tasks per host (set_fact) as the dry run has per host in one play: what that number
@@ -207,15 +208,13 @@ def median_of(runs: list) -> dict:
 
 
 def print_per_added_host(before: dict, now: dict, label: str = "cargoship") -> None:
-    """What each host added between two sizes cost, for ping and cargoship (or a floor playbook, under its
-    label): wall time, the whole machine's CPU time and the control host's."""
+    """What each host added between two sizes cost, for ping and ``label`` (cargoship or a floor playbook):
+    wall time, the whole machine's CPU time and the control host's."""
     added = now["size"] - before["size"]
-    ours = now["ours"] if label == "cargoship" else now[label]
-    ours_before = before["ours"] if label == "cargoship" else before[label]
 
     def each(key: str) -> tuple:
         ping = (now["ping"][key] - before["ping"][key]) / added
-        theirs = (ours[key] - ours_before[key]) / added
+        theirs = (now[label][key] - before[label][key]) / added
         return ping, theirs, theirs / ping if ping > 0 else float("nan")
 
     wall, busy, cpu = each("seconds"), each("busy"), each("cpu")
@@ -397,10 +396,9 @@ def main() -> int:
                     f"      {name}: {measure['seconds']:.1f}s ({measure['seconds'] / ping['seconds']:.2f} x ping),"
                     f" {measure['counts'].median(measure['counts'].tasks)} tasks/host, rc {measure['rc']}"
                 )
-            now = {"size": size, "ping": ping, "ours": ours, **floor}
+            now = {"size": size, "ping": ping, "cargoship": ours, **floor}
             if previous:
-                print_per_added_host(previous, now)
-                for name in floor:
+                for name in ("cargoship", *floor):
                     print_per_added_host(previous, now, label=name)
             previous = now
         if args.real:

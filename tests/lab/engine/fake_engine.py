@@ -38,11 +38,14 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
+import time
 
 LAB_DIR = "/etc/cargoship-lab"
 DEFAULT_VERSIONS = {"k3s": "v1.30.2+k3s1", "rke2": "v1.30.2+rke2r1"}
 GO_VERSION = {"k3s": "go version go1.22.4", "rke2": "go version go1.22.4 X:boringcrypto"}
 VERSION_ARGS = ("--version", "-v", "version")
+# CPU a Go binary of the real wrappers' kind spends answering --version (see below).
+GO_VERSION_CPU_SECONDS = 0.025
 
 
 def flavor_of(argv0: str) -> str:
@@ -67,14 +70,15 @@ def print_version(flavor: str) -> None:
 # The real binaries answer --version from their command-line parser before anything of a server is
 # loaded: k3s's installed binary is a small wrapper (cmd/k3s/main.go) whose urfave/cli app prints the
 # version before staging or running the server binary it carries; RKE2's cli app does the same. A Go
-# program of that kind answers in about 25 ms here (podman --version, a 33 MB Go binary, measured on
-# this machine). The stand-in answers here, before importing what only a running server needs
-# (urllib, ssl, yaml, threading: 40 ms of imports), so that reading the version does not cost a
-# host 2-3 x what the real binary would. It now takes about 16 ms, a little less than that Go binary:
-# cargoship relies on the output's format only, never on its speed, but the benchmark's survey figures
-# may be up to ~10 ms of host CPU per host kinder than a real host's (docs/performance.md).
+# program of that kind spends about 25 ms of CPU on it here (podman --version, a 33 MB Go binary:
+# 24-27 ms, measured on this machine). The stand-in answers before importing what only a running
+# server needs (urllib, ssl, yaml, threading: 40 ms of imports, which made it 2-3 x the real cost), and
+# then spends CPU up to that figure, so that it is never quicker than the real binary either.
 if __name__ == "__main__" and (len(sys.argv) < 2 or sys.argv[1] in VERSION_ARGS):
     print_version(flavor_of(sys.argv[0]))
+    sys.stdout.flush()
+    while time.process_time() < GO_VERSION_CPU_SECONDS:
+        pass
     sys.exit(0)
 
 # What a running server or agent needs.
@@ -85,7 +89,6 @@ import signal  # noqa: E402
 import socket  # noqa: E402
 import ssl  # noqa: E402
 import threading  # noqa: E402
-import time  # noqa: E402
 import urllib.error  # noqa: E402
 import urllib.request  # noqa: E402
 
@@ -790,9 +793,7 @@ def sd_notify(message: str) -> None:
 def main(argv: list[str]) -> int:
     flavor = flavor_of(argv[0])
     args = argv[1:]
-    if not args or args[0] in VERSION_ARGS:
-        print_version(flavor)
-        return 0
+    # No argument and --version were answered above, before the imports.
     if args[0] not in ("server", "agent"):
         print(f"Incorrect Usage. flag provided but not defined: {args[0]}", file=sys.stderr)
         return 1
