@@ -174,18 +174,40 @@ def release(core, module) -> dict:
     return {"changed": bool(changes), "changes": changes}
 
 
+def kubelet_down(module, name: str, age: float) -> str | None:
+    """Why the node's kubelet counts as down (its Lease not renewed within ``fresh_within``), else None."""
+    if age <= module.params["fresh_within"]:
+        return None
+    renewed = "has no Lease" if age == float("inf") else f"last renewed its Lease {int(age)} s ago"
+    return f"the kubelet of {name} {renewed}"
+
+
+def terminate_later(why: str) -> str:
+    # Evicted pods on a node whose kubelet is down stay Terminating until a kubelet is there to stop them
+    # (real-engines.md, "evicted pod"); their replacements are already scheduled elsewhere. Waiting for
+    # them would only wait for the restart this drain comes before, so the drain does not.
+    return f"not waiting for the evicted pods to terminate: {why}; they terminate once the engine is back"
+
+
 def drain(core, module, node, listed: dict | None = None) -> list[str]:
     p = module.params
+    node_name = node.metadata.name
     changes = [] if node.spec.unschedulable else ["cordon"]
-    pods, blockers = pods_to_evict(core, module, node.metadata.name, listed)
+    pods, blockers = pods_to_evict(core, module, node_name, listed)
     changes += [eviction_line(pod) for pod in pods]
     if blockers:
         # As kubectl drain would fail: refused before the node is touched (not even cordoned).
-        refusal = f"drain of {node.metadata.name} refused: {'; '.join(blockers)}"
+        refusal = f"drain of {node_name} refused: {'; '.join(blockers)}"
         if module.check_mode:
             return [*changes, refusal]
         module.fail_json(msg=refusal, refused=blockers, changes=[], ready=is_ready(node))
+    coordination = client.CoordinationV1Api(core.api_client)
     if module.check_mode:
+        if pods:
+            leases = (listed or {}).get("leases")
+            age = age_of(leases.get(node_name)) if leases is not None else lease_age(coordination, node_name)
+            why = kubelet_down(module, node_name, age)
+            changes += [terminate_later(why)] if why else []
         return changes
     if not node.spec.unschedulable:
         # Marked as ours, so that a later run can give back a node an interrupted run left cordoned.
@@ -226,9 +248,13 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
                 ready=is_ready(node),
             )
         time.sleep(p["retry_delay"])
-    wait_until(
-        module, lambda: all(pod_gone(core, pod) for pod in pods), f"evicted pods of {p['name']} to terminate", deadline
-    )
+    while not all(pod_gone(core, pod) for pod in pods):
+        why = kubelet_down(module, node_name, lease_age(coordination, node_name))
+        if why:
+            return [*changes, terminate_later(why)]
+        if time.monotonic() > deadline:
+            module.fail_json(msg=f"timed out waiting for evicted pods of {node_name} to terminate", changes=changes)
+        time.sleep(1)
     return changes
 
 
@@ -262,7 +288,11 @@ def lease_renewed(coordination, name: str) -> datetime.datetime | None:
 def lease_age(coordination, name: str) -> float:
     """Seconds since the node's kubelet renewed its Lease (infinite without one). The control host's clock
     against the kubelet's: the windows it is compared with are wide enough for ordinary skew."""
-    renewed = lease_renewed(coordination, name)
+    return age_of(lease_renewed(coordination, name))
+
+
+def age_of(renewed: datetime.datetime | None) -> float:
+    """Seconds since a Lease renewal time (infinite for none)."""
     return float("inf") if renewed is None else (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
 
 
@@ -366,12 +396,14 @@ def drained(core, module) -> dict:
 
 def drains_assessed(core, module) -> dict:
     """Check mode only: what draining each node of ``names`` would do."""
-    # Three API calls for the whole batch, however many nodes: the nodes, the pods, the budgets.
+    # Four API calls for the whole batch, however many nodes: the nodes, the pods, the budgets, the Leases.
     nodes = {node.metadata.name: node for node in core.list_node().items}
     listed: dict = {"pods": {}, "budgets": []}
     for pod in core.list_pod_for_all_namespaces().items:
         listed["pods"].setdefault(pod.spec.node_name if pod.spec else None, []).append(pod)
     listed["budgets"] = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
+    leases = client.CoordinationV1Api(core.api_client).list_namespaced_lease("kube-node-lease").items
+    listed["leases"] = {lease.metadata.name: lease.spec.renew_time for lease in leases}
     by_node = {}
     for name in module.params["names"]:
         if name not in nodes:

@@ -15,7 +15,9 @@ description:
     PodDisruptionBudgets are respected; a refused eviction (HTTP 429) is retried every
     O(retry_delay) seconds until O(timeout). DaemonSet and mirror (static) pods are left alone and
     emptyDir data may be deleted, unless told otherwise. Evicted pods terminate over their grace
-    period; the drain is done when they are gone.
+    period; the drain is done when they are gone. On a node whose kubelet is down (its Lease not renewed
+    within O(fresh_within) seconds) nothing can finish them until an engine runs there again, so the drain
+    is done once they are evicted (their replacements are scheduled elsewhere) and says so.
   - V(ready) waits until the node reports Ready. With O(restarted_after), a Ready status is believed only
     from a kubelet that runs since then. A stopped kubelet posts nothing, so the node shows its old
     Ready=True until the node lifecycle controller's grace period (40 s or more) ends. Proof of a new
@@ -115,8 +117,8 @@ options:
   fresh_within:
     description:
       - How recent a kubelet's Lease renewal must be, in seconds, for its Ready to count, with
-        O(state=safe_to_stop) or O(only_if_safe_to_stop) (the other controllers), and with O(state=released)
-        (the nodes to give back).
+        O(state=safe_to_stop) or O(only_if_safe_to_stop) (the other controllers), with O(state=released)
+        (the nodes to give back), and with O(state=drained) (a node whose kubelet is down is not waited for).
     type: int
     default: 25
   restarted_after:

@@ -4,6 +4,7 @@ kubelet leaves its old Ready=True behind, a start can wait for ever, a crash loo
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 import threading
 import time
@@ -87,6 +88,20 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
     lab.sh("w2", f"mkdir -p /etc/rancher/k3s/config.yaml.d && echo 'cluster-init: true' > {dropin}")
     restarts = lab.unit("w2")["NRestarts"]
     lab.sh("w2", "systemctl restart --no-block k3s-agent")
+    # A pod of the web app on w2: evicted, it stays Terminating while no kubelet runs there to stop it.
+    web = next(rs for rs in lab.apps.list_namespaced_replica_set("default").items if rs.metadata.name == "web")
+    owner = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": web.metadata.uid, "controller": True}
+    lab.core.create_namespaced_pod(
+        "default",
+        {
+            "metadata": {"name": "web-on-w2", "labels": {"app": "web"}, "ownerReferences": [owner]},
+            "spec": {
+                "nodeName": "w2",
+                "terminationGracePeriodSeconds": 2,
+                "containers": [{"name": "c", "image": "nginx"}],
+            },
+        },
+    )
     try:
         wait_for(lambda: lab.unit("w2")["NRestarts"] > restarts, "w2 to crash-loop", 30)
         dry = cargoship(
@@ -96,11 +111,21 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
         plan = (tmp_path / "d.json").read_text()
         assert "restart k3s-agent (it is activating (auto-restart) now)" in plan
         inventory = desired_inventory(lab, tmp_path / "inv", cargoship_service_timeout=12)
-        real = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=600)
+        report = tmp_path / "real.json"
+        real = cargoship(
+            "engine-config-sync", "-i", str(inventory), "--confirm", "--report-json", str(report), timeout=600
+        )
         output = real.stdout + real.stderr
         assert real.returncode == 1, output
         assert "k3s-agent did not come up and stay up within 12s: it is activating" in output
         assert "NOT back" in output and "cargoship.engine.recover -e cargoship_run_id=" in output
+        # The drain evicted the pod and went on: nothing could finish it before the engine runs again
+        # (waiting would have lasted cargoship_drain_timeout, 300 s, and then failed).
+        w2 = next(p for p in json.loads(report.read_text())["phases"] if p["name"] == "sync_worker")["hosts"]["w2"]
+        assert "evict default/web-on-w2" in w2["changes"], w2
+        assert any(
+            c.startswith("not waiting for the evicted pods to terminate: the kubelet of w2") for c in w2["changes"]
+        )
     finally:
         lab.sh("w2", f"rm -f {dropin}")
     wait_for(lambda: lab.unit("w2")["ActiveState"] == "active", "w2 to come back by itself", 30)

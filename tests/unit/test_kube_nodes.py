@@ -174,3 +174,27 @@ def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refus
     result = nodes.drained(api.core, Module(name="c1", only_if_safe_to_stop=True))
     assert result["changes"] == ["cordon", "evict default/web-1"]
     assert api.core.read_node("c1").spec.unschedulable
+
+
+def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_what_only_a_kubelet_can_finish(api):
+    for name in ("w1", "w2"):
+        api.node(name)
+        api.pod(f"web-{name}", name, grace=30)
+    # w2's kubelet stopped 40 s ago (its engine crash-loops): the Ready=True it shows is old.
+    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    api.coordination.patch_namespaced_lease("w2", "kube-node-lease", {"spec": {"renewTime": old}})
+    later = "not waiting for the evicted pods to terminate: the kubelet of w2 last renewed its Lease 40 s ago"
+    # The plan says so for w2 only...
+    assessed = nodes.drains_assessed(api.core, Module(check_mode=True, names=["w1", "w2"]))
+    assert assessed["by_node"]["w1"] == ["cordon", "evict default/web-w1"]
+    assert assessed["by_node"]["w2"][:2] == ["cordon", "evict default/web-w2"]
+    assert assessed["by_node"]["w2"][2].startswith(later)
+    # ...as the drain does: the pod is evicted and stays Terminating until a kubelet stops it, and the
+    # drain returns well before its timeout instead of failing at it.
+    result = nodes.drained(api.core, Module(name="w2", timeout=20))
+    assert result["changes"][:2] == ["cordon", "evict default/web-w2"] and result["changes"][2].startswith(later)
+    assert api.core.read_namespaced_pod("web-w2", "default").metadata.deletion_timestamp is not None
+    assert api.core.read_node("w2").spec.unschedulable
+    # A live kubelet's evicted pod is waited for: with its 30 s grace, a 3 s drain times out.
+    with pytest.raises(Failed, match="timed out waiting for evicted pods of w1 to terminate"):
+        nodes.drained(api.core, Module(name="w1", timeout=3))
