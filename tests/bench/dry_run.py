@@ -3,6 +3,7 @@
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--repeat 3] [--controllers 3] [--forks 50] [--real]
     .venv/bin/python tests/bench/dry_run.py --sizes 10 --node-overhead
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --floor        # also two playbooks of cargoship's shape
+    .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --floor --floor-tasks 5   # ... with 5 tasks per host
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --mitogen DIR   # DIR holds ansible_mitogen/
 
 Brings the lab up once with as many hosts as the largest size, then for each size (the controllers and
@@ -19,6 +20,7 @@ With --floor, also two reference playbooks built from cargoship's own tasks: the
 connect phase's survey round alone (the remote work of a dry run, nothing else), and the same followed
 by as many trivial tasks per host (set_fact) as the dry run has per host in one play: what that number
 of tasks costs without cargoship's phase structure (its plays, its phase includes, its reports).
+--floor-tasks N sets that number instead, to see what a dry run of N tasks per host would cost.
 With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
 and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
 settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
@@ -312,6 +314,12 @@ def main() -> int:
         "--floor", action="store_true", help="also time two playbooks of cargoship's survey and task count"
     )
     parser.add_argument(
+        "--floor-tasks",
+        type=int,
+        metavar="N",
+        help="with --floor, N tasks per host (the survey among them) instead of as many as the dry run has",
+    )
+    parser.add_argument(
         "--real", action="store_true", help="also a real run and a dry run after it, at the largest size"
     )
     parser.add_argument(
@@ -367,7 +375,8 @@ def main() -> int:
                     # As many tasks per host as the dry run just had (the survey among them).
                     counts = runs["cargoship"][0]["counts"]
                     floors = floor_playbooks(
-                        Path(tempfile.mkdtemp(prefix="cargoship-bench-")), counts.median(counts.tasks)
+                        Path(tempfile.mkdtemp(prefix="cargoship-bench-")),
+                        args.floor_tasks or counts.median(counts.tasks),
                     )
                 for name, playbook in floors.items():
                     runs.setdefault(name, [])
