@@ -183,9 +183,11 @@ def kubelet_down(module, name: str, age: float) -> str | None:
 
 
 def terminate_later(why: str) -> str:
-    # Evicted pods on a node whose kubelet is down stay Terminating until a kubelet is there to stop them
-    # (real-engines.md, "evicted pod"); their replacements are already scheduled elsewhere. Waiting for
-    # them would only wait for the restart this drain comes before, so the drain does not.
+    # The API server only marks an evicted pod; the node's kubelet stops it and lets it go. On a node whose
+    # kubelet is down it stays Terminating until a kubelet is back or someone force-deletes it (Kubernetes
+    # docs, "Force Delete StatefulSet Pods": pods are not deleted automatically when a node is
+    # unreachable). Its replacement is already scheduled elsewhere; waiting would only wait for the
+    # restart this drain comes before, so the drain does not.
     return f"not waiting for the evicted pods to terminate: {why}; they terminate once the engine is back"
 
 
