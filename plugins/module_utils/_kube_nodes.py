@@ -166,7 +166,7 @@ def release(core, module) -> dict:
         node = core.read_node(name)
         owner = (node.metadata.annotations or {}).get(CORDONED_BY)
         # Ready from a kubelet that still renews its Lease: a stopped one leaves its old Ready behind.
-        alive = is_ready(node) and lease_age(coordination, name) <= module.params["fresh_within"]
+        alive = is_ready(node) and kubelet_silent(module, lease_age(coordination, name)) is None
         if owner and node.spec.unschedulable and alive:
             changes.append(f"uncordon {name} (left cordoned by run {owner})")
             if not module.check_mode:
@@ -174,21 +174,21 @@ def release(core, module) -> dict:
     return {"changed": bool(changes), "changes": changes}
 
 
-def kubelet_down(module, name: str, age: float) -> str | None:
-    """Why the node's kubelet counts as down (its Lease not renewed within ``fresh_within``), else None."""
+def kubelet_silent(module, age: float) -> str | None:
+    """How a kubelet whose Lease is ``age`` seconds old counts as down (not renewed within ``fresh_within``:
+    a stopped kubelet leaves its node's old Ready behind), else None."""
     if age <= module.params["fresh_within"]:
         return None
-    renewed = "has no Lease" if age == float("inf") else f"last renewed its Lease {int(age)} s ago"
-    return f"the kubelet of {name} {renewed}"
+    return "has no Lease" if age == float("inf") else f"last renewed its Lease {int(age)} s ago"
 
 
-def terminate_later(why: str) -> str:
+def terminate_later(name: str, silent: str) -> str:
     # The API server only marks an evicted pod; the node's kubelet stops it and lets it go. On a node whose
     # kubelet is down it stays Terminating until a kubelet is back or someone force-deletes it (Kubernetes
     # docs, "Force Delete StatefulSet Pods": pods are not deleted automatically when a node is
     # unreachable). Its replacement is already scheduled elsewhere; waiting would only wait for the
     # restart this drain comes before, so the drain does not.
-    return f"not waiting for the evicted pods to terminate: {why}; they terminate once the engine is back"
+    return f"not waiting for the evicted pods to terminate: the kubelet of {name} {silent}; they terminate once the engine is back"
 
 
 def drain(core, module, node, listed: dict | None = None) -> list[str]:
@@ -208,8 +208,8 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
         if pods:
             leases = (listed or {}).get("leases")
             age = age_of(leases.get(node_name)) if leases is not None else lease_age(coordination, node_name)
-            why = kubelet_down(module, node_name, age)
-            changes += [terminate_later(why)] if why else []
+            silent = kubelet_silent(module, age)
+            changes += [terminate_later(node_name, silent)] if silent else []
         return changes
     if not node.spec.unschedulable:
         # Marked as ours, so that a later run can give back a node an interrupted run left cordoned.
@@ -251,9 +251,9 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
             )
         time.sleep(p["retry_delay"])
     while not all(pod_gone(core, pod) for pod in pods):
-        why = kubelet_down(module, node_name, lease_age(coordination, node_name))
-        if why:
-            return [*changes, terminate_later(why)]
+        silent = kubelet_silent(module, lease_age(coordination, node_name))
+        if silent:
+            return [*changes, terminate_later(node_name, silent)]
         if time.monotonic() > deadline:
             module.fail_json(msg=f"timed out waiting for evicted pods of {node_name} to terminate", changes=changes)
         time.sleep(1)
@@ -348,12 +348,11 @@ def check_safe_to_stop(core, module) -> dict:
     for other in controllers:
         if other == p["name"]:
             continue
-        age = lease_age(coordination, other)
+        silent = kubelet_silent(module, lease_age(coordination, other))
         if not is_ready(core.read_node(other)):
             problems.append(f"controller {other} is not Ready")
-        elif age > p["fresh_within"]:
-            renewed = "never" if age == float("inf") else f"{int(age)} s ago"
-            problems.append(f"controller {other} shows Ready but its kubelet last renewed its Lease {renewed}")
+        elif silent:
+            problems.append(f"controller {other} shows Ready but its kubelet {silent}")
     status, body = api_get(core, "/readyz/etcd")
     if status not in (200, 404):  # 404: no embedded etcd behind this API server
         problems.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
