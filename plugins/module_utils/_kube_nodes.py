@@ -6,7 +6,7 @@ started after a stop, label, give back nodes a lost run left cordoned, and the r
 host a node, a controller safe to stop). One function per (state, what it works on), each returning the
 cluster_node module's result.
 
-Each takes the kubernetes CoreV1Api and ``module``: anything with ``params`` (the module's options),
+Each takes the API (``_kube_rest.KubeApi``: the typed client's calls by their names) and ``module``: anything with ``params`` (the module's options),
 ``check_mode`` and ``fail_json`` (which must not return). Runs on the control host.
 """
 
@@ -16,13 +16,7 @@ import datetime
 import json
 import time
 
-try:
-    from kubernetes import client
-    from kubernetes.client.rest import ApiException
-except ImportError:  # the module reports the missing library itself
-    client = None
-    ApiException = Exception
-
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, parse_time
 
 CORDONED_BY = "cargoship.io/cordoned-by"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
@@ -35,16 +29,11 @@ def is_ready(node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
-def parse_time(text: str) -> datetime.datetime:
-    moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
-
-
-def back_since(core, coordination, name: str, since: datetime.datetime) -> tuple[bool, str]:
+def back_since(core, name: str, since: datetime.datetime) -> tuple[bool, str]:
     """Whether a kubelet started after ``since`` runs and reports the node Ready; if not, why not."""
     node = core.read_node(name)
     ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
-    renewed = lease_renewed(coordination, name)
+    renewed = lease_renewed(core, name)
     if renewed is None or renewed <= since:
         return False, (
             "its kubelet has not renewed its Lease since the engine was stopped"
@@ -123,7 +112,7 @@ def pods_to_evict(core, module, name: str, listed: dict | None = None) -> tuple[
         if listed is not None:
             budgets = listed["budgets"]
         else:
-            budgets = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
+            budgets = core.list_pod_disruption_budget_for_all_namespaces().items
         for pod in chosen:
             covering = [
                 f"{b.metadata.namespace}/{b.metadata.name}"
@@ -161,12 +150,11 @@ def release(core, module) -> dict:
     """Uncordon the nodes of ``names`` that a cargoship run cordoned and left so (it was interrupted) and
     that are Ready again. A node cordoned by anyone else is left alone."""
     changes = []
-    coordination = client.CoordinationV1Api(core.api_client)
     for name in module.params["names"]:
         node = core.read_node(name)
         owner = (node.metadata.annotations or {}).get(CORDONED_BY)
         # Ready from a kubelet that still renews its Lease: a stopped one leaves its old Ready behind.
-        alive = is_ready(node) and kubelet_silent(module, lease_age(coordination, name)) is None
+        alive = is_ready(node) and kubelet_silent(module, lease_age(core, name)) is None
         if owner and node.spec.unschedulable and alive:
             changes.append(f"uncordon {name} (left cordoned by run {owner})")
             if not module.check_mode:
@@ -203,11 +191,10 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
         if module.check_mode:
             return [*changes, refusal]
         module.fail_json(msg=refusal, refused=blockers, changes=[], ready=is_ready(node))
-    coordination = client.CoordinationV1Api(core.api_client)
     if module.check_mode:
         if pods:
             leases = (listed or {}).get("leases")
-            age = age_of(leases.get(node_name)) if leases is not None else lease_age(coordination, node_name)
+            age = age_of(leases.get(node_name)) if leases is not None else lease_age(core, node_name)
             silent = kubelet_silent(module, age)
             changes += [terminate_later(node_name, silent)] if silent else []
         return changes
@@ -223,9 +210,8 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
     refusals: dict[tuple[str, str], str] = {}
     while pending:
         for namespace, name in list(pending):
-            body = client.V1Eviction(metadata=client.V1ObjectMeta(name=name, namespace=namespace))
             try:
-                core.create_namespaced_pod_eviction(name, namespace, body)
+                core.create_namespaced_pod_eviction(name, namespace)
             except ApiException as exc:
                 if exc.status == 404:
                     pending.pop((namespace, name))
@@ -251,7 +237,7 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
             )
         time.sleep(p["retry_delay"])
     while not all(pod_gone(core, pod) for pod in pods):
-        silent = kubelet_silent(module, lease_age(coordination, node_name))
+        silent = kubelet_silent(module, lease_age(core, node_name))
         if silent:
             return [*changes, terminate_later(node_name, silent)]
         if time.monotonic() > deadline:
@@ -277,38 +263,25 @@ def wait_until(module, condition, what: str, deadline: float) -> None:
         time.sleep(1)
 
 
-def lease_renewed(coordination, name: str) -> datetime.datetime | None:
+def lease_renewed(core, name: str) -> datetime.datetime | None:
     """When the node's kubelet last renewed its Lease in kube-node-lease (None without one)."""
     try:
-        return coordination.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
+        return core.read_namespaced_lease(name, "kube-node-lease").spec.renew_time
     except ApiException as exc:
         if exc.status != 404:
             raise
         return None
 
 
-def lease_age(coordination, name: str) -> float:
+def lease_age(core, name: str) -> float:
     """Seconds since the node's kubelet renewed its Lease (infinite without one). The control host's clock
     against the kubelet's: the windows it is compared with are wide enough for ordinary skew."""
-    return age_of(lease_renewed(coordination, name))
+    return age_of(lease_renewed(core, name))
 
 
 def age_of(renewed: datetime.datetime | None) -> float:
     """Seconds since a Lease renewal time (infinite for none)."""
     return float("inf") if renewed is None else (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
-
-
-def api_get(core, path: str) -> tuple[int, str]:
-    """A GET on a path the typed client has no method for, with the client's own address, TLS and credentials."""
-    api = core.api_client
-    headers = {"Accept": "application/json, */*"}
-    for setting in api.configuration.auth_settings().values():
-        if setting.get("in") == "header" and setting.get("value"):
-            headers[setting["key"]] = setting["value"]
-    response = api.rest_client.pool_manager.request(
-        "GET", api.configuration.host + path, headers=headers, timeout=10, retries=False
-    )
-    return response.status, response.data.decode("utf-8", "replace")
 
 
 def check_known(core, module) -> dict:
@@ -338,7 +311,6 @@ def check_known(core, module) -> dict:
 def check_safe_to_stop(core, module) -> dict:
     """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
     p = module.params
-    coordination = client.CoordinationV1Api(core.api_client)
     problems = []
     if p["names"] is not None:
         controllers = p["names"]
@@ -348,12 +320,12 @@ def check_safe_to_stop(core, module) -> dict:
     for other in controllers:
         if other == p["name"]:
             continue
-        silent = kubelet_silent(module, lease_age(coordination, other))
+        silent = kubelet_silent(module, lease_age(core, other))
         if not is_ready(core.read_node(other)):
             problems.append(f"controller {other} is not Ready")
         elif silent:
             problems.append(f"controller {other} shows Ready but its kubelet {silent}")
-    status, body = api_get(core, "/readyz/etcd")
+    status, body = core.get_text("/readyz/etcd")
     if status not in (200, 404):  # 404: no embedded etcd behind this API server
         problems.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
     if problems:
@@ -374,9 +346,8 @@ def wait_ready(core, module) -> None:
         since = parse_time(p["restarted_after"])
     except ValueError:
         module.fail_json(msg=f"restarted_after is not an RFC 3339 time: {p['restarted_after']!r}")
-    coordination = client.CoordinationV1Api(core.api_client)
     while True:
-        back, why = back_since(core, coordination, p["name"], since)
+        back, why = back_since(core, p["name"], since)
         if back:
             return
         if time.monotonic() > deadline:
@@ -402,8 +373,8 @@ def drains_assessed(core, module) -> dict:
     listed: dict = {"pods": {}, "budgets": []}
     for pod in core.list_pod_for_all_namespaces().items:
         listed["pods"].setdefault(pod.spec.node_name if pod.spec else None, []).append(pod)
-    listed["budgets"] = client.PolicyV1Api(core.api_client).list_pod_disruption_budget_for_all_namespaces().items
-    leases = client.CoordinationV1Api(core.api_client).list_namespaced_lease("kube-node-lease").items
+    listed["budgets"] = core.list_pod_disruption_budget_for_all_namespaces().items
+    leases = core.list_namespaced_lease("kube-node-lease").items
     listed["leases"] = {lease.metadata.name: lease.spec.renew_time for lease in leases}
     by_node = {}
     for name in module.params["names"]:

@@ -191,9 +191,9 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes impor
     release,
     uncordoned,
 )
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi
 
 try:
-    from kubernetes import client
     from kubernetes.client.rest import ApiException
 
     HAS_KUBERNETES = True
@@ -259,7 +259,7 @@ def main() -> None:
         ]
         module.fail_json(msg=f"state={p['state']} works on {' or '.join(valid)}, not {target}")
     try:
-        result = handler(client.CoreV1Api(api_client(p)), module)
+        result = handler(KubeApi(api_client(p)), module)
     except ApiException as exc:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API

@@ -62,9 +62,9 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import MANAGED_BY, chart_addon_name
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi
 
 try:
-    from kubernetes import client
     from kubernetes.client.rest import ApiException
 
     HAS_KUBERNETES = True
@@ -90,7 +90,7 @@ def main() -> None:
     keep = {tuple(entry.split("/", 1)) for entry in module.params["keep"]}
     changes = []
     try:
-        custom = client.CustomObjectsApi(api_client(module.params))
+        custom = KubeApi(api_client(module.params))
         found = custom.list_cluster_custom_object(
             "helm.cattle.io", "v1", "helmchartconfigs", label_selector=SELECTOR
         ).get("items", [])

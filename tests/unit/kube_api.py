@@ -13,6 +13,8 @@ import labctl
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
 
 def stamp(micro: bool = False) -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S" + (".%fZ" if micro else "Z"))
@@ -37,7 +39,10 @@ class KubeApi:
         configuration.ssl_ca_cert = str(state / "ca.crt")
         configuration.api_key = {"BearerToken": f"Bearer {lab.token}"}
         self.api_client = client.ApiClient(configuration)
+        # The typed client sets the double up and reads it back; the product's own REST client is what
+        # the code under test is given (cargoship's modules never import the typed API classes).
         self.core = client.CoreV1Api(self.api_client)
+        self.product = ProductApi(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
 
     def node(self, name: str, ready: bool = True, labels: dict | None = None) -> None:

@@ -139,13 +139,13 @@ def test_engine_config_diff_shows_mirrors_and_hides_only_credentials(tmp_path):
     ],
 )
 def test_budget_selectors_pick_pods_as_the_disruption_controller_does(selector, labels, picked):
-    from kubernetes import client
-
     from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import selector_matches
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import Resource
 
-    if selector is not None:
-        expressions = [client.V1LabelSelectorRequirement(**e) for e in selector.get("match_expressions", [])]
-        selector = client.V1LabelSelector(match_labels=selector.get("match_labels"), match_expressions=expressions)
+    if selector is not None:  # as the API sends a PodDisruptionBudget's spec.selector
+        selector = Resource(
+            {"matchLabels": selector.get("match_labels"), "matchExpressions": selector.get("match_expressions", [])}
+        )
     assert selector_matches(selector, labels) is picked
 
 

@@ -1,0 +1,120 @@
+"""cargoship's REST client of the Kubernetes API (module_utils/_kube_rest.py): objects read as the typed
+client's models read, refusals raised as the client's ApiException, and no typed API class imported on
+the way (that import was most of every cluster_node call's cost)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kube_api import KubeApi
+from kubernetes.client.rest import ApiException
+
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import Resource
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def api(tmp_path):
+    served = KubeApi(tmp_path)
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def test_an_object_reads_as_the_typed_models_read():
+    pod = Resource(
+        {
+            "metadata": {
+                "name": "web-1",
+                "labels": {"app.kubernetes.io/name": "web", "tier_x": "a"},
+                "ownerReferences": [{"kind": "ReplicaSet", "controller": True}],
+                "deletionTimestamp": "2026-12-02T10:00:00Z",
+            },
+            "spec": {"nodeName": "w1", "volumes": [{"name": "cache", "emptyDir": {}}, {"name": "cfg"}]},
+            "status": {"conditions": [{"type": "Ready", "lastHeartbeatTime": "2026-12-02T10:00:01.250000Z"}]},
+        }
+    )
+    assert pod.metadata.name == "web-1" and pod.spec.node_name == "w1"
+    # user keys stay as they are, in a dict
+    assert pod.metadata.labels == {"app.kubernetes.io/name": "web", "tier_x": "a"}
+    assert pod.metadata.owner_references[0].kind == "ReplicaSet" and pod.metadata.owner_references[0].controller
+    assert pod.metadata.deletion_timestamp == datetime.datetime(2026, 12, 2, 10, 0, tzinfo=datetime.UTC)
+    heartbeat = pod.status.conditions[0].last_heartbeat_time
+    assert heartbeat == datetime.datetime(2026, 12, 2, 10, 0, 1, 250000, tzinfo=datetime.UTC)
+    # an empty object is there (emptyDir: {}), an absent field is None
+    assert [v.empty_dir is not None for v in pod.spec.volumes] == [True, False]
+    assert pod.metadata.annotations is None and pod.spec.unschedulable is None
+
+
+def test_calls_go_to_the_api_and_refusals_carry_status_and_message(api):
+    api.node("w1", labels={"node-role.kubernetes.io/control-plane": "true"})
+    api.node("w2")
+    api.pod("web-1", "w1")
+    product = api.product
+    assert [n.metadata.name for n in product.list_node().items] == ["w1", "w2"]
+    assert [
+        n.metadata.name for n in product.list_node(label_selector="node-role.kubernetes.io/control-plane").items
+    ] == ["w1"]
+    assert [p.metadata.name for p in product.list_pod_for_all_namespaces(field_selector="spec.nodeName=w1").items] == [
+        "web-1"
+    ]
+    assert product.list_pod_for_all_namespaces(field_selector="spec.nodeName=w2").items == []
+    renewed = product.read_namespaced_lease("w1", "kube-node-lease").spec.renew_time
+    assert isinstance(renewed, datetime.datetime) and renewed.tzinfo is not None
+
+    product.patch_node("w2", {"spec": {"unschedulable": True}, "metadata": {"annotations": {"a/b": "x"}}})
+    assert api.core.read_node("w2").spec.unschedulable and api.core.read_node("w2").metadata.annotations == {"a/b": "x"}
+    product.patch_node("w2", {"spec": {"unschedulable": None}, "metadata": {"annotations": {"a/b": None}}})
+    assert not api.core.read_node("w2").spec.unschedulable
+
+    product.create_namespaced_pod_eviction("web-1", "default")  # a grace period of 0: gone at once
+    assert [p.metadata.name for p in api.core.list_namespaced_pod("default").items] == []
+
+    with pytest.raises(ApiException) as refused:
+        product.read_node("ghost")
+    assert refused.value.status == 404 and "ghost" in json.loads(refused.value.body)["message"]
+    status, _text = product.get_text("/readyz/etcd")
+    assert status in (200, 404)
+
+
+def test_a_node_call_imports_no_typed_api_class(api, tmp_path):
+    """The whole path of a cluster_node call (kubeconfig options, client, a read-only check) in a fresh
+    process, as Ansible runs the module: the typed API and model classes stay unimported."""
+    api.node("c1")
+    configuration = api.api_client.configuration
+    probe = f"""
+import json, sys
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi
+from ansible_collections.cargoship.engine.plugins.module_utils import _kube_nodes as nodes
+from ansible_collections.cargoship.engine.plugins.modules import cluster_node, helm_chart_configs
+
+class Module:
+    params = {{"node_of": {{"c1": "c1"}}}}
+    check_mode = True
+    def fail_json(self, msg, **_):
+        raise SystemExit(msg)
+
+client = api_client({{"host": {configuration.host!r}, "api_key": "unit-token", "ca_cert": {configuration.ssl_ca_cert!r}}})
+result = nodes.check_known(KubeApi(client), Module())
+typed = sorted(m for m in sys.modules if m.startswith(("kubernetes.client.api.", "kubernetes.client.models.")))
+print(json.dumps({{"result": result, "typed": typed}}))
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO / ".collections")},
+    )
+    answer = json.loads(done.stdout)
+    assert answer["result"]["changed"] is False
+    assert answer["typed"] == []
