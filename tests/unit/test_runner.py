@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cargoship_runner.runner import DEFAULT_FORKS, SSH_KEEPALIVE, ansible_cfg, forks, ssh_args
+from cargoship_runner.runner import DEFAULT_FORKS, SSH_KEEPALIVE, ansible_cfg, forks, ssh_args, vars_plugins_stage
 
 
 def test_the_users_ssh_args_are_kept_and_keepalives_appended(tmp_path, monkeypatch):
@@ -45,3 +45,15 @@ def test_forks_come_from_the_option_then_the_users_settings_then_a_fleet_sized_d
     assert forks(None, plain) == forks(None, None) == DEFAULT_FORKS
     monkeypatch.setenv("ANSIBLE_FORKS", "9")
     assert forks(None, plain) is None
+
+
+def test_vars_plugins_run_once_per_inventory_unless_the_user_chose(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_RUN_VARS_PLUGINS", raising=False)
+    plain = tmp_path / "plain.cfg"
+    plain.write_text("[defaults]\nforks = 5\n")
+    chosen = tmp_path / "chosen.cfg"
+    chosen.write_text("[defaults]\nrun_vars_plugins = demand\n")
+    assert vars_plugins_stage(plain) == vars_plugins_stage(None) == {"ANSIBLE_RUN_VARS_PLUGINS": "start"}
+    assert vars_plugins_stage(chosen) == {}, "the user's ansible.cfg applies"
+    monkeypatch.setenv("ANSIBLE_RUN_VARS_PLUGINS", "demand")
+    assert vars_plugins_stage(plain) == {}, "the user's environment applies"
