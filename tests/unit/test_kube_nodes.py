@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime
 
 import pytest
-from kube_api import KubeApi
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _kube_nodes as nodes
 
@@ -45,156 +44,147 @@ class Module:
         pass
 
 
-@pytest.fixture
-def api(tmp_path):
-    served = KubeApi(tmp_path)
-    try:
-        yield served
-    finally:
-        served.close()
-
-
-def test_a_drain_cordons_evicts_and_waits_until_the_pods_are_gone(api):
-    api.node("w1")
-    api.pod("web-1", "w1")
-    api.pod("web-2", "w1")
-    result = nodes.drained(api.product, Module(name="w1"))
+def test_a_drain_cordons_evicts_and_waits_until_the_pods_are_gone(kube):
+    kube.node("w1")
+    kube.pod("web-1", "w1")
+    kube.pod("web-2", "w1")
+    result = nodes.drained(kube.product, Module(name="w1"))
     assert result["changes"] == ["cordon", "evict default/web-1", "evict default/web-2"]
-    node = api.core.read_node("w1")
+    node = kube.core.read_node("w1")
     assert node.spec.unschedulable and node.metadata.annotations[nodes.CORDONED_BY] == "RUN1"
-    assert [p.metadata.name for p in api.core.list_namespaced_pod("default").items] == []
+    assert [p.metadata.name for p in kube.core.list_namespaced_pod("default").items] == []
 
 
-def test_a_pod_without_a_controller_stops_the_drain_before_the_cordon(api):
-    api.node("w1")
-    api.pod("loner", "w1", owner=None)
+def test_a_pod_without_a_controller_stops_the_drain_before_the_cordon(kube):
+    kube.node("w1")
+    kube.pod("loner", "w1", owner=None)
     with pytest.raises(Failed, match="default/loner has no controller and would be gone for good"):
-        nodes.drained(api.product, Module(name="w1"))
-    assert not api.core.read_node("w1").spec.unschedulable
-    assessed = nodes.drains_assessed(api.product, Module(check_mode=True, names=["w1"]))
+        nodes.drained(kube.product, Module(name="w1"))
+    assert not kube.core.read_node("w1").spec.unschedulable
+    assessed = nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1"]))
     assert any("no controller" in line for line in assessed["by_node"]["w1"])
 
 
-def test_ready_counts_only_a_kubelet_started_after_the_stop(api):
-    api.node("w1")
+def test_ready_counts_only_a_kubelet_started_after_the_stop(kube):
+    kube.node("w1")
     stopped = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     # The node still shows Ready=True, but its kubelet has not renewed its Lease since the stop.
     with pytest.raises(Failed, match="has not renewed its Lease since the engine was stopped"):
-        nodes.one_ready(api.product, Module(name="w1", restarted_after=stopped, timeout=2))
-    api.kubelet_alive("w1")
+        nodes.one_ready(kube.product, Module(name="w1", restarted_after=stopped, timeout=2))
+    kube.kubelet_alive("w1")
     status = {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": _later_stamp()}]}}
-    api.core.patch_node_status("w1", status)
-    assert nodes.one_ready(api.product, Module(name="w1", restarted_after=stopped))["ready"] is True
+    kube.core.patch_node_status("w1", status)
+    assert nodes.one_ready(kube.product, Module(name="w1", restarted_after=stopped))["ready"] is True
 
 
 def _later_stamp() -> str:
     return (datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def test_release_gives_back_only_nodes_a_cargoship_run_cordoned_and_that_are_alive(api):
+def test_release_gives_back_only_nodes_a_cargoship_run_cordoned_and_that_are_alive(kube):
     for name in ("w1", "w2"):
-        api.node(name)
-    api.core.patch_node(
+        kube.node(name)
+    kube.core.patch_node(
         "w1", {"spec": {"unschedulable": True}, "metadata": {"annotations": {nodes.CORDONED_BY: "lost-run"}}}
     )
-    api.core.patch_node("w2", {"spec": {"unschedulable": True}})  # someone's own cordon
-    result = nodes.release(api.product, Module(names=["w1", "w2"]))
+    kube.core.patch_node("w2", {"spec": {"unschedulable": True}})  # someone's own cordon
+    result = nodes.release(kube.product, Module(names=["w1", "w2"]))
     assert result["changes"] == ["uncordon w1 (left cordoned by run lost-run)"]
-    assert not api.core.read_node("w1").spec.unschedulable and api.core.read_node("w2").spec.unschedulable
+    assert not kube.core.read_node("w1").spec.unschedulable and kube.core.read_node("w2").spec.unschedulable
 
 
-def test_known_names_hosts_that_are_no_node_and_hosts_that_are_one_node(api):
-    api.node("c1")
+def test_known_names_hosts_that_are_no_node_and_hosts_that_are_one_node(kube):
+    kube.node("c1")
     with pytest.raises(Failed, match="hosts and nodes do not match"):
-        nodes.check_known(api.product, Module(node_of={"c1": "c1", "w9": "ghost"}))
+        nodes.check_known(kube.product, Module(node_of={"c1": "c1", "w9": "ghost"}))
     with pytest.raises(Failed, match="a and b are all node c1"):
-        nodes.check_known(api.product, Module(node_of={"a": "c1", "b": "c1"}))
-    assert nodes.check_known(api.product, Module(node_of={"10.0.0.1": "c1"}))["renamed"] == {"10.0.0.1": "c1"}
+        nodes.check_known(kube.product, Module(node_of={"a": "c1", "b": "c1"}))
+    assert nodes.check_known(kube.product, Module(node_of={"10.0.0.1": "c1"}))["renamed"] == {"10.0.0.1": "c1"}
 
 
-def test_ready_with_uncordon_waits_for_the_new_kubelet_first_and_then_lifts_only_a_runs_cordon(api):
-    api.node("w1")
-    api.core.patch_node(
+def test_ready_with_uncordon_waits_for_the_new_kubelet_first_and_then_lifts_only_a_runs_cordon(kube):
+    kube.node("w1")
+    kube.core.patch_node(
         "w1", {"spec": {"unschedulable": True}, "metadata": {"annotations": {nodes.CORDONED_BY: "RUN1"}}}
     )
     stopped = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     # No kubelet since the stop: not Ready, and the cordon stays.
     with pytest.raises(Failed, match="has not renewed its Lease since the engine was stopped"):
-        nodes.one_ready(api.product, Module(name="w1", restarted_after=stopped, timeout=2, uncordon=True))
-    assert api.core.read_node("w1").spec.unschedulable
-    api.kubelet_alive("w1")
+        nodes.one_ready(kube.product, Module(name="w1", restarted_after=stopped, timeout=2, uncordon=True))
+    assert kube.core.read_node("w1").spec.unschedulable
+    kube.kubelet_alive("w1")
     status = {"status": {"conditions": [{"type": "Ready", "status": "True", "lastHeartbeatTime": _later_stamp()}]}}
-    api.core.patch_node_status("w1", status)
-    result = nodes.one_ready(api.product, Module(name="w1", restarted_after=stopped, uncordon=True))
+    kube.core.patch_node_status("w1", status)
+    result = nodes.one_ready(kube.product, Module(name="w1", restarted_after=stopped, uncordon=True))
     assert result["ready"] is True and result["changes"] == ["uncordon"] and result["uncordoned"] is True
-    assert not api.core.read_node("w1").spec.unschedulable
+    assert not kube.core.read_node("w1").spec.unschedulable
     # A cordon someone else made (no cargoship mark) is theirs: Ready, and left cordoned.
-    api.node("w2")
-    api.core.patch_node("w2", {"spec": {"unschedulable": True}})
-    assert nodes.one_ready(api.product, Module(name="w2", uncordon=True))["changes"] == []
-    assert api.core.read_node("w2").spec.unschedulable
+    kube.node("w2")
+    kube.core.patch_node("w2", {"spec": {"unschedulable": True}})
+    assert nodes.one_ready(kube.product, Module(name="w2", uncordon=True))["changes"] == []
+    assert kube.core.read_node("w2").spec.unschedulable
 
 
-def test_the_drain_assessment_of_a_batch_lists_once_and_names_each_nodes_evictions(api):
+def test_the_drain_assessment_of_a_batch_lists_once_and_names_each_nodes_evictions(kube):
     for name in ("w1", "w2", "w3"):
-        api.node(name)
-    api.pod("web-1", "w1")
-    api.pod("web-2", "w2")
-    api.core.patch_node("w3", {"spec": {"unschedulable": True}})
-    assessed = nodes.drains_assessed(api.product, Module(check_mode=True, names=["w1", "w2", "w3"]))
+        kube.node(name)
+    kube.pod("web-1", "w1")
+    kube.pod("web-2", "w2")
+    kube.core.patch_node("w3", {"spec": {"unschedulable": True}})
+    assessed = nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1", "w2", "w3"]))
     assert assessed["by_node"] == {
         "w1": ["cordon", "evict default/web-1"],
         "w2": ["cordon", "evict default/web-2"],
         "w3": [],
     }
     with pytest.raises(Failed, match="node ghost is not in the cluster"):
-        nodes.drains_assessed(api.product, Module(check_mode=True, names=["w1", "ghost"]))
+        nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1", "ghost"]))
 
 
-def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refuses_untouched(api):
+def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refuses_untouched(kube):
     for name in ("c1", "c2"):
-        api.node(name, labels={nodes.CONTROL_PLANE: "true"})
-    api.pod("web-1", "c1")
+        kube.node(name, labels={nodes.CONTROL_PLANE: "true"})
+    kube.pod("web-1", "c1")
     # c2's kubelet stopped 40 s ago: its node still shows Ready=True, its Lease is stale.
     old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    api.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
+    kube.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
     with pytest.raises(Failed, match="not stopping c1: controller c2 shows Ready but its kubelet last renewed"):
-        nodes.drained(api.product, Module(name="c1", only_if_safe_to_stop=True))
-    api.kubelet_alive("c2")
-    api.store.etcd_healthy = False
+        nodes.drained(kube.product, Module(name="c1", only_if_safe_to_stop=True))
+    kube.kubelet_alive("c2")
+    kube.store.etcd_healthy = False
     with pytest.raises(Failed, match="not stopping c1: the API server's etcd check fails"):
-        nodes.drained(api.product, Module(name="c1", only_if_safe_to_stop=True))
+        nodes.drained(kube.product, Module(name="c1", only_if_safe_to_stop=True))
     # Refused before the node was touched: neither cordoned nor drained.
-    assert not api.core.read_node("c1").spec.unschedulable
-    assert [p.metadata.name for p in api.core.list_namespaced_pod("default").items] == ["web-1"]
+    assert not kube.core.read_node("c1").spec.unschedulable
+    assert [p.metadata.name for p in kube.core.list_namespaced_pod("default").items] == ["web-1"]
     # Without the check (a worker's drain) etcd plays no part; with it and a healthy cluster, drained.
-    api.node("w1")
-    assert nodes.drained(api.product, Module(name="w1"))["changes"] == ["cordon"]
-    api.store.etcd_healthy = True
-    result = nodes.drained(api.product, Module(name="c1", only_if_safe_to_stop=True))
+    kube.node("w1")
+    assert nodes.drained(kube.product, Module(name="w1"))["changes"] == ["cordon"]
+    kube.store.etcd_healthy = True
+    result = nodes.drained(kube.product, Module(name="c1", only_if_safe_to_stop=True))
     assert result["changes"] == ["cordon", "evict default/web-1"]
-    assert api.core.read_node("c1").spec.unschedulable
+    assert kube.core.read_node("c1").spec.unschedulable
 
 
-def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_what_only_a_kubelet_can_finish(api):
+def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_what_only_a_kubelet_can_finish(kube):
     for name in ("w1", "w2"):
-        api.node(name)
-        api.pod(f"web-{name}", name, grace=30)
+        kube.node(name)
+        kube.pod(f"web-{name}", name, grace=30)
     # w2's kubelet stopped 40 s ago (its engine crash-loops): the Ready=True it shows is old.
     old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    api.coordination.patch_namespaced_lease("w2", "kube-node-lease", {"spec": {"renewTime": old}})
+    kube.coordination.patch_namespaced_lease("w2", "kube-node-lease", {"spec": {"renewTime": old}})
     later = "not waiting for the evicted pods to terminate: the kubelet of w2 last renewed its Lease 4"  # 40 s, 41 s
     # The plan says so for w2 only...
-    assessed = nodes.drains_assessed(api.product, Module(check_mode=True, names=["w1", "w2"]))
+    assessed = nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1", "w2"]))
     assert assessed["by_node"]["w1"] == ["cordon", "evict default/web-w1"]
     assert assessed["by_node"]["w2"][:2] == ["cordon", "evict default/web-w2"]
     assert assessed["by_node"]["w2"][2].startswith(later)
     # ...as the drain does: the pod is evicted and stays Terminating until a kubelet stops it, and the
     # drain returns well before its timeout instead of failing at it.
-    result = nodes.drained(api.product, Module(name="w2", timeout=20))
+    result = nodes.drained(kube.product, Module(name="w2", timeout=20))
     assert result["changes"][:2] == ["cordon", "evict default/web-w2"] and result["changes"][2].startswith(later)
-    assert api.core.read_namespaced_pod("web-w2", "default").metadata.deletion_timestamp is not None
-    assert api.core.read_node("w2").spec.unschedulable
+    assert kube.core.read_namespaced_pod("web-w2", "default").metadata.deletion_timestamp is not None
+    assert kube.core.read_node("w2").spec.unschedulable
     # A live kubelet's evicted pod is waited for: with its 30 s grace, a 3 s drain times out.
     with pytest.raises(Failed, match="timed out waiting for evicted pods of w1 to terminate"):
-        nodes.drained(api.product, Module(name="w1", timeout=3))
+        nodes.drained(kube.product, Module(name="w1", timeout=3))

@@ -12,21 +12,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from kube_api import KubeApi
 from kubernetes.client.rest import ApiException
 
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import Resource
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def api(tmp_path):
-    served = KubeApi(tmp_path)
-    try:
-        yield served
-    finally:
-        served.close()
 
 
 def test_an_object_reads_as_the_typed_models_read():
@@ -54,11 +44,11 @@ def test_an_object_reads_as_the_typed_models_read():
     assert pod.metadata.annotations is None and pod.spec.unschedulable is None
 
 
-def test_calls_go_to_the_api_and_refusals_carry_status_and_message(api):
-    api.node("w1", labels={"node-role.kubernetes.io/control-plane": "true"})
-    api.node("w2")
-    api.pod("web-1", "w1")
-    product = api.product
+def test_calls_go_to_the_api_and_refusals_carry_status_and_message(kube):
+    kube.node("w1", labels={"node-role.kubernetes.io/control-plane": "true"})
+    kube.node("w2")
+    kube.pod("web-1", "w1")
+    product = kube.product
     assert [n.metadata.name for n in product.list_node().items] == ["w1", "w2"]
     assert [
         n.metadata.name for n in product.list_node(label_selector="node-role.kubernetes.io/control-plane").items
@@ -71,12 +61,14 @@ def test_calls_go_to_the_api_and_refusals_carry_status_and_message(api):
     assert isinstance(renewed, datetime.datetime) and renewed.tzinfo is not None
 
     product.patch_node("w2", {"spec": {"unschedulable": True}, "metadata": {"annotations": {"a/b": "x"}}})
-    assert api.core.read_node("w2").spec.unschedulable and api.core.read_node("w2").metadata.annotations == {"a/b": "x"}
+    assert kube.core.read_node("w2").spec.unschedulable and kube.core.read_node("w2").metadata.annotations == {
+        "a/b": "x"
+    }
     product.patch_node("w2", {"spec": {"unschedulable": None}, "metadata": {"annotations": {"a/b": None}}})
-    assert not api.core.read_node("w2").spec.unschedulable
+    assert not kube.core.read_node("w2").spec.unschedulable
 
     product.create_namespaced_pod_eviction("web-1", "default")  # a grace period of 0: gone at once
-    assert [p.metadata.name for p in api.core.list_namespaced_pod("default").items] == []
+    assert [p.metadata.name for p in kube.core.list_namespaced_pod("default").items] == []
 
     with pytest.raises(ApiException) as refused:
         product.read_node("ghost")
@@ -85,11 +77,11 @@ def test_calls_go_to_the_api_and_refusals_carry_status_and_message(api):
     assert status in (200, 404)
 
 
-def test_a_node_call_imports_no_typed_api_class(api, tmp_path):
+def test_a_node_call_imports_no_typed_api_class(kube, tmp_path):
     """The whole path of a cluster_node call (kubeconfig options, client, a read-only check) in a fresh
     process, as Ansible runs the module: the typed API and model classes stay unimported."""
-    api.node("c1")
-    configuration = api.api_client.configuration
+    kube.node("c1")
+    configuration = kube.api_client.configuration
     probe = f"""
 import json, sys
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
@@ -105,7 +97,7 @@ class Module:
 
 client = api_client({{"host": {configuration.host!r}, "api_key": "unit-token", "ca_cert": {configuration.ssl_ca_cert!r}}})
 result = nodes.check_known(KubeApi(client), Module())
-typed = sorted(m for m in sys.modules if m.startswith(("kubernetes.client.api.", "kubernetes.client.models.")))
+typed = sorted(m for m in sys.modules if m.startswith(("kubernetes.client.kube.", "kubernetes.client.models.")))
 print(json.dumps({{"result": result, "typed": typed}}))
 """
     done = subprocess.run(
