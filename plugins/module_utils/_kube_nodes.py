@@ -6,8 +6,9 @@ started after a stop, label, give back nodes a lost run left cordoned, and the r
 host a node, a controller safe to stop). One function per (state, what it works on), each returning the
 cluster_node module's result.
 
-Each takes the API (``_kube_rest.KubeApi``: the typed client's calls by their names) and ``module``: anything with ``params`` (the module's options),
-``check_mode`` and ``fail_json`` (which must not return). Runs on the control host.
+Each takes the API (``_kube_rest.KubeApi``: the typed client's calls, by their names) and ``module``:
+anything with ``params`` (the module's options), ``check_mode`` and ``fail_json`` (which must not
+return). Runs on the control host.
 """
 
 from __future__ import annotations
