@@ -90,10 +90,10 @@ def main() -> None:
     keep = {tuple(entry.split("/", 1)) for entry in module.params["keep"]}
     changes = []
     try:
-        custom = KubeApi(api_client(module.params))
-        found = custom.list_cluster_custom_object(
-            "helm.cattle.io", "v1", "helmchartconfigs", label_selector=SELECTOR
-        ).get("items", [])
+        api = KubeApi(api_client(module.params))
+        found = api.list_cluster_custom_object("helm.cattle.io", "v1", "helmchartconfigs", label_selector=SELECTOR).get(
+            "items", []
+        )
         for item in found:
             namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
             if (namespace, name) in keep:
@@ -101,9 +101,9 @@ def main() -> None:
             changes.append(f"delete HelmChartConfig {namespace}/{name}")
             if module.check_mode:
                 continue
-            custom.delete_namespaced_custom_object("helm.cattle.io", "v1", namespace, "helmchartconfigs", name)
+            api.delete_namespaced_custom_object("helm.cattle.io", "v1", namespace, "helmchartconfigs", name)
             try:
-                custom.delete_namespaced_custom_object(
+                api.delete_namespaced_custom_object(
                     "k3s.cattle.io", "v1", "kube-system", "addons", chart_addon_name(name, namespace)
                 )
             except ApiException as exc:

@@ -73,8 +73,10 @@ def test_calls_go_to_the_api_and_refusals_carry_status_and_message(kube):
     with pytest.raises(ApiException) as refused:
         product.read_node("ghost")
     assert refused.value.status == 404 and "ghost" in json.loads(refused.value.body)["message"]
-    status, _text = product.get_text("/readyz/etcd")
-    assert status in (200, 404)
+    assert product.get_text("/readyz/etcd")[0] == 200
+    product.request("POST", "/lab/etcd-healthy", body={"healthy": False})
+    status, text = product.get_text("/readyz/etcd")  # a failed check is read, not raised
+    assert status == 500 and "etcd failed" in text
 
 
 def test_a_node_call_imports_no_typed_api_class(kube, tmp_path):
