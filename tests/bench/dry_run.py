@@ -20,7 +20,9 @@ With --floor, also two reference playbooks built from cargoship's own tasks: the
 connect phase's survey round alone (the remote work of a dry run, nothing else), and the same followed
 by as many trivial tasks per host (set_fact) as the dry run has per host in one play: what that number
 of tasks costs without cargoship's phase structure (its plays, its phase includes, its reports).
---floor-tasks N sets that number instead, to see what a dry run of N tasks per host would cost.
+--floor-tasks N sets that number instead, to see what a dry run of N tasks per host would cost. The
+third, survey+phases, has the dry run's shape (its plays, a role per phase included per host from a
+loop, as many tasks per host in each phase) with trivial tasks in place of cargoship's work.
 With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
 and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
 settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
@@ -276,12 +278,71 @@ def floor_playbooks(directory: Path, tasks_per_host: int) -> dict:
         for n in range(tasks_per_host - 1)
     ]
     fleet = {"ansible.builtin.import_playbook": "cargoship.engine.fleet"}
-    books = {"survey": [fleet, play], "survey+tasks": [fleet, {**play, "tasks": own + trivial}]}
+    books = {
+        "survey": [fleet, play],
+        "survey+tasks": [fleet, {**play, "tasks": own + trivial}],
+        "survey+phases": [fleet, *phase_shaped_plays(directory, own)],
+    }
     paths = {}
     for name, book in books.items():
         paths[name] = directory / f"floor-{name.replace('+', '-')}.yml"
         paths[name].write_text(yaml.safe_dump(book, sort_keys=False))
     return paths
+
+
+# The dry run's shape, phase by phase (engine_config_sync.yml's plays, one role per phase, each included
+# per host from a loop): the trivial tasks a phase has per host in a dry run, and whether it has one
+# task for the whole play instead (run_once). The survey takes the place of connect's tasks.
+PHASE_SHAPE = {
+    "prepare": [
+        ("connect", 0, False),
+        ("detect_os", 1, False),
+        ("lock", 1, False),
+        ("host_facts", 1, False),
+        ("validate_hosts", 1, True),
+        ("engine_facts", 1, False),
+    ],
+    "controllers": [("sync_controller", 2, False)],
+    "workers": [("sync_worker", 2, False)],
+    "finish": [("kubeconfig", 1, True), ("label_nodes", 1, True), ("disconnect", 1, False)],
+}
+PLAY_HOSTS = {
+    "prepare": "cargoship_controllers:cargoship_workers",
+    "controllers": "cargoship_controllers",
+    "workers": "cargoship_workers",
+    "finish": "cargoship_controllers:cargoship_workers",
+}
+
+
+def phase_shaped_plays(directory: Path, survey: list) -> list:
+    """Plays of the dry run's shape with trivial tasks: what its plays, roles and includes cost per host
+    without cargoship's work in them (the answers from the survey, the comparisons, the Kubernetes calls)."""
+    plays = []
+    for play, phases in PHASE_SHAPE.items():
+        for name, count, once in phases:
+            tasks = directory / "roles" / f"floor_{name}" / "tasks"
+            tasks.mkdir(parents=True, exist_ok=True)
+            body = (
+                survey
+                if name == "connect"
+                else [
+                    {
+                        "name": f"Trivial task {n} of {name}",
+                        "ansible.builtin.set_fact": {f"floor_{name}_{n}": n},
+                        **({"run_once": True} if once else {}),
+                    }
+                    for n in range(count)
+                ]
+            )
+            (tasks / "main.yml").write_text(yaml.safe_dump(body, sort_keys=False))
+        include = {
+            "name": f"Run the {play} phases",
+            "ansible.builtin.include_role": {"name": "floor_{{ floor_phase }}"},
+            "loop": [name for name, _count, _once in phases],
+            "loop_control": {"loop_var": "floor_phase"},
+        }
+        plays.append({"name": play, "hosts": PLAY_HOSTS[play], "gather_facts": False, "tasks": [include]})
+    return plays
 
 
 def timed_floor(playbook: Path, inventory: Path, limit: str, forks: int) -> dict:
@@ -311,7 +372,7 @@ def main() -> int:
     parser.add_argument("--forks", type=int, default=50)
     parser.add_argument("--repeat", type=int, default=3, help="runs of each command per size; medians are kept")
     parser.add_argument(
-        "--floor", action="store_true", help="also time two playbooks of cargoship's survey and task count"
+        "--floor", action="store_true", help="also time three playbooks of cargoship's survey, task count and shape"
     )
     parser.add_argument(
         "--floor-tasks",
