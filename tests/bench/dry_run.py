@@ -49,7 +49,7 @@ import ansible_runner  # noqa: E402
 import labctl  # noqa: E402
 import yaml  # noqa: E402
 
-from cargoship_runner.collection import run_collections_path  # noqa: E402
+from cargoship_runner.collection import _plugin_utils, run_collections_path  # noqa: E402
 from cargoship_runner.runner import RunOptions, ansible_cfg, run_playbook, ssh_args  # noqa: E402
 
 # The same connection settings as the command's runs, so that only the work differs.
@@ -290,58 +290,43 @@ def floor_playbooks(directory: Path, tasks_per_host: int) -> dict:
     return paths
 
 
-# The dry run's shape, phase by phase (engine_config_sync.yml's plays, one role per phase, each included
-# per host from a loop): the trivial tasks a phase has per host in a dry run, and whether it has one
-# task for the whole play instead (run_once). The survey takes the place of connect's tasks.
-PHASE_SHAPE = {
-    "prepare": [
-        ("connect", 0, False),
-        ("detect_os", 1, False),
-        ("lock", 1, False),
-        ("host_facts", 1, False),
-        ("validate_hosts", 1, True),
-        ("engine_facts", 1, False),
-    ],
-    "controllers": [("sync_controller", 2, False)],
-    "workers": [("sync_worker", 2, False)],
-    "finish": [("kubeconfig", 1, True), ("label_nodes", 1, True), ("disconnect", 1, False)],
-}
-PLAY_HOSTS = {
-    "prepare": "cargoship_controllers:cargoship_workers",
-    "controllers": "cargoship_controllers",
-    "workers": "cargoship_workers",
-    "finish": "cargoship_controllers:cargoship_workers",
-}
+# What each phase role runs per host in a dry run, where that is not one task: the survey stands for
+# connect's own tasks, a sync phase compares and reports, and some phases have one task for the whole
+# play (run_once) instead of one per host.
+TRIVIAL_TASKS = {"connect": 0, "sync_controller": 2, "sync_worker": 2}
+RUN_ONCE = {"validate_hosts", "kubeconfig", "label_nodes"}
 
 
 def phase_shaped_plays(directory: Path, survey: list) -> list:
     """Plays of the dry run's shape with trivial tasks: what its plays, roles and includes cost per host
-    without cargoship's work in them (the answers from the survey, the comparisons, the Kubernetes calls)."""
+    without cargoship's work in them (the answers from the survey, the comparisons, the Kubernetes calls).
+    The plays and their hosts are the playbook's, the phases of each play those the dry-run gate includes."""
+    phases_module = _plugin_utils()[0]
+    declared = phases_module.load_phases(operation="engine-config-sync")
+    playbook = yaml.safe_load((REPO / "playbooks" / "engine_config_sync.yml").read_text())
+    hosts = [play["hosts"] for play in playbook if "hosts" in play]
     plays = []
-    for play, phases in PHASE_SHAPE.items():
-        for name, count, once in phases:
+    for play, play_hosts in zip(phases_module.PLAYS, hosts, strict=True):
+        names = [step["role"] for step in phases_module.play_steps(declared, play, None, {}, True)]
+        for name in names:
             tasks = directory / "roles" / f"floor_{name}" / "tasks"
             tasks.mkdir(parents=True, exist_ok=True)
-            body = (
-                survey
-                if name == "connect"
-                else [
-                    {
-                        "name": f"Trivial task {n} of {name}",
-                        "ansible.builtin.set_fact": {f"floor_{name}_{n}": n},
-                        **({"run_once": True} if once else {}),
-                    }
-                    for n in range(count)
-                ]
-            )
-            (tasks / "main.yml").write_text(yaml.safe_dump(body, sort_keys=False))
+            trivial = [
+                {
+                    "name": f"Trivial task {n} of {name}",
+                    "ansible.builtin.set_fact": {f"floor_{name}_{n}": n},
+                    **({"run_once": True} if name in RUN_ONCE else {}),
+                }
+                for n in range(TRIVIAL_TASKS.get(name, 1))
+            ]
+            (tasks / "main.yml").write_text(yaml.safe_dump(survey if name == "connect" else trivial, sort_keys=False))
         include = {
             "name": f"Run the {play} phases",
             "ansible.builtin.include_role": {"name": "floor_{{ floor_phase }}"},
-            "loop": [name for name, _count, _once in phases],
+            "loop": names,
             "loop_control": {"loop_var": "floor_phase"},
         }
-        plays.append({"name": play, "hosts": PLAY_HOSTS[play], "gather_facts": False, "tasks": [include]})
+        plays.append({"name": play, "hosts": play_hosts, "gather_facts": False, "tasks": [include]})
     return plays
 
 
