@@ -13,7 +13,7 @@ from cargoship_runner import __version__
 from cargoship_runner.collection import CollectionNotFound, concurrency_pattern, phase_hook_points, phases
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
 from cargoship_runner.operation import check_inventory, execute, parse_extra_vars
-from cargoship_runner.output import console, errors
+from cargoship_runner.output import console, errors, styled
 from cargoship_runner.runner import DEFAULT_FORKS, RunOptions, run_playbook
 
 
@@ -52,23 +52,38 @@ RUN_OPTIONS = [
         type=click.Path(exists=True, dir_okay=True, path_type=Path),
         help="Inventory: hosts and the desired engine configuration (repeatable, as for ansible-playbook).",
     ),
-    click.option("--dry-run", is_flag=True, help="Connect and assess against the live hosts; change nothing."),
+    click.option(
+        "--dry-run",
+        "--check",
+        "dry_run",
+        is_flag=True,
+        help="Connect and assess against the live hosts; change nothing (--check: Ansible's name for it).",
+    ),
     click.option("--confirm", is_flag=True, help="Do the real run without asking."),
     click.option(
-        "-c",
+        "-f",
+        "--forks",
         "--concurrency",
+        "concurrency",
         type=click.IntRange(1, 500),
-        help=f"Hosts worked on in parallel (ansible forks). Default: forks of your ansible.cfg, else {DEFAULT_FORKS}.",
+        help=f"Hosts worked on in parallel (ansible-playbook -f). Default: forks of your ansible.cfg, else {DEFAULT_FORKS}.",
     ),
     click.option(
         "-w",
         "--work-concurrency",
         type=concurrency,
-        default="1",
-        show_default=True,
-        help="Workers restarted at once: a count or a percentage.",
+        default=None,
+        help="Workers restarted at once: a count or a percentage. Default: cargoship_work_concurrency of the "
+        "inventory, else 1.",
     ),
-    click.option("--limit", help="Only these hosts (an Ansible host pattern)."),
+    click.option("-l", "--limit", help="Only these hosts (an Ansible host pattern, as ansible-playbook -l)."),
+    click.option(
+        "-K",
+        "--ask-become-pass",
+        is_flag=True,
+        help="Ask for the sudo (become) password on the terminal, as ansible-playbook -K does.",
+    ),
+    click.option("--ask-vault-pass", is_flag=True, help="Ask for the vault password on the terminal."),
     click.option(
         "--vault-password-file",
         type=click.Path(exists=True, dir_okay=False, path_type=Path),
@@ -160,6 +175,7 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
       cargoship engine-config-sync -i inventory/ --dry-run --diff
       cargoship engine-config-sync -i inventory/ --dry-run --detailed-exitcode --report-json plan.json
       cargoship engine-config-sync -i inventory/ --confirm -w 25% --vault-id prod@prompt
+      cargoship engine-config-sync -i inventory/ --check -l 'worker-0*' -K
     """
     # Given only when asked for here: otherwise the inventory's own setting stands.
     switches = {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes}
@@ -192,15 +208,15 @@ def phase_list(as_json):
         click.echo(json.dumps([{**p, "hook_points": phase_hook_points(p)} for p in declared], indent=2))
         return
     for operation in dict.fromkeys(p["operation"] for p in declared):
-        console.print(f"[bold]{operation}[/bold]")
+        console.print(styled((operation, "bold")))
         for p in (p for p in declared if p["operation"] == operation):
-            console.print(f"  {p['order']:>2}. [cyan]{p['name']}[/cyan] — {p['title']}")
+            console.print(styled(f"  {p['order']:>2}. ", (p["name"], "cyan"), f" — {p['title']}"))
             console.print(f"      {p['description']}", soft_wrap=True)
             console.print(f"      dry run: {p['dry_run_label']}" + (f" ({p['assessment']})" if p["assessment"] else ""))
             around = " (around each node's own restart)" if p["per_node"] else ""
             console.print(f"      hooks{around}: {', '.join(phase_hook_points(p))}", soft_wrap=True)
         console.print(
-            "  and the stage [cyan]cluster_ready[/cyan]: once, after the sync, when every node is Ready again"
+            styled("  and the stage ", ("cluster_ready", "cyan"), ": once, after the sync, when every node is Ready again")
         )
 
 
@@ -249,7 +265,7 @@ def phase_run(name, force, keep_existing, **run):
 
 @main.command()
 @click.option("-i", "--inventory", required=True, multiple=True, type=click.Path(exists=True, path_type=Path))
-@click.option("--limit", help="Only these hosts.")
+@click.option("-l", "--limit", help="Only these hosts.")
 @click.option("--vault-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--vault-id", "vault_ids", multiple=True, metavar="[LABEL@]SOURCE", help="As for a run.")
 @click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|YAML|@FILE", help="As for a run.")
@@ -296,7 +312,7 @@ def unlock(inventory, limit, vault_password_file, vault_ids, extra_vars, yes):
             + (f" (unreachable: {', '.join(outcome.unreachable)})" if outcome.unreachable else "")
         )
         if outcome.log:
-            errors.print(f"Ansible's output of this run is kept in {outcome.log}", markup=False)
+            errors.print(f"Ansible's output of this run is kept in {outcome.log}")
         sys.exit(EXIT_UNREACHABLE if outcome.unreachable else EXIT_FAILED)
     console.print("locks released")
 
@@ -318,5 +334,5 @@ def run() -> None:
         exc.show()
         sys.exit(EXIT_FAILED)
     except CollectionNotFound as exc:
-        errors.print(f"cargoship: {exc}", markup=False)
+        errors.print(f"cargoship: {exc}")
         sys.exit(EXIT_FAILED)

@@ -133,4 +133,4 @@ def phase_lines(phase: dict) -> list[str]:
 
 def phase_hook_points(phase: dict) -> list[str]:
     """Where hooks attach to a phase."""
-    return _plugin_utils()[2].hook_points(phase["name"])
+    return _plugin_utils()[2].hook_points(phase)

@@ -37,13 +37,17 @@ def ending(
     rc: int,
     report: dict | None,
     interrupted: bool = False,
+    handler_failed: bool = False,
     unreachable: tuple | list = (),
     dry_run: bool = False,
     detailed_exitcode: bool = False,
 ) -> Ending:
-    """The exit code and last word, by precedence: interrupted, unreachable, locked, failed, work found."""
+    """The exit code and last word, by precedence: interrupted, the command's own failure, unreachable,
+    locked, failed, work found."""
     if interrupted:
         return Ending(EXIT_INTERRUPTED, "interrupted")
+    if handler_failed:
+        return Ending(EXIT_FAILED, "failed: the run was stopped by cargoship itself (see above)")
     if unreachable:
         return Ending(EXIT_UNREACHABLE, f"unreachable: {', '.join(unreachable)}")
     locked = locked_hosts(report)

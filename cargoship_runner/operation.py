@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 import yaml
 
+from cargoship_runner import __version__
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_USAGE, ending
 from cargoship_runner.output import console, errors
 from cargoship_runner.preflight import malformed_yaml
@@ -32,6 +33,8 @@ def execute(
     concurrency,
     work_concurrency,
     limit,
+    ask_become_pass,
+    ask_vault_pass,
     vault_password_file,
     vault_ids,
     show_diff,
@@ -44,7 +47,12 @@ def execute(
     changes_hosts=True,
 ):
     """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
+    if dry_run and confirm:
+        usage_error("--dry-run and --confirm contradict each other: --dry-run changes nothing, --confirm does the real run")
+    if report_json and report_json != Path("-"):
+        check_report_path(report_json)
     user_vars, user_var_files = parse_extra_vars(extra_vars)
+    passwords = ask_passwords(ask_become_pass, ask_vault_pass)
     if output == "auto":
         output = "table" if sys.stdout.isatty() else "plain"
     if output == "plain":
@@ -58,7 +66,9 @@ def execute(
             sys.exit(EXIT_USAGE)
     for source in inventory:
         check_inventory(source)
-    extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
+    # Only what the user passed here: otherwise the inventory's cargoship_work_concurrency stands.
+    if work_concurrency is not None:
+        extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
     if report_json == Path("-"):
         console.file = sys.stderr  # standard output carries the JSON report alone
     options = RunOptions(
@@ -74,34 +84,40 @@ def execute(
         user_vars,
         user_var_files,
         vault_ids,
+        passwords,
     )
     names = ", ".join(str(path) for path in inventory)
-    console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {names}", markup=False)
+    console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {names}")
     progress = Progress(verbose)
     outcome = run_playbook(options, progress)
     if outcome.report:
         render_report(outcome.report, output)
         if show_diff:
             render_diffs(outcome.report)
-        if report_json:
-            write_report(outcome.report, report_json)
+    report = outcome.report or stand_in_report(title, dry_run, outcome)
+    if report_json:
+        write_report(report, report_json)
     if outcome.artifacts:
-        errors.print(f"the run's ansible-runner directory is kept in {outcome.artifacts}", markup=False)
-    if not outcome.report and not outcome.interrupted:
+        errors.print(f"the run's ansible-runner directory is kept in {outcome.artifacts}")
+    if not outcome.report and not outcome.stopped_early:
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
         for line in outcome.ansible_errors or ["(no error message; rerun with -v to see Ansible's output)"]:
-            errors.print(f"  {line}", markup=False)
+            errors.print(f"  {line}")
     if outcome.log:
-        errors.print(f"Ansible's output of this run is kept in {outcome.log}", markup=False)
+        errors.print(f"Ansible's output of this run is kept in {outcome.log}")
     for node, state in ((outcome.report or {}).get("nodes_left_mid_sync") or {}).items():
         errors.print(
             f"{node} was lost in the middle of its sync, during {state['lost_during']}. {state['state']}. "
-            f"{state['resume']}",
-            markup=False,
+            f"{state['resume']}"
         )
     if outcome.keeper_stop:
-        errors.print(outcome.keeper_stop, markup=False)
-    if outcome.interrupted and progress.in_flight:
+        errors.print(outcome.keeper_stop)
+    if outcome.handler_error:
+        errors.print(
+            f"cargoship stopped the run: its handling of Ansible's events failed ({outcome.handler_error}); "
+            "the nodes it had started on are put back and its locks released"
+        )
+    if outcome.stopped_early and progress.in_flight:
         recover(options, outcome.run_id, progress.in_flight)
     if not dry_run and outcome.rc != 0 and progress.locking and not locks_released(outcome.report):
         # The playbook releases its locks itself after a failure; not after Ctrl-C, nor when a host it
@@ -111,13 +127,69 @@ def execute(
         rc=outcome.rc,
         report=outcome.report,
         interrupted=outcome.interrupted,
+        handler_failed=outcome.handler_error is not None,
         unreachable=outcome.unreachable,
         dry_run=dry_run,
         detailed_exitcode=detailed_exitcode,
     )
     if end.message:
-        errors.print(end.message, markup=False)
+        errors.print(end.message)
     sys.exit(end.code)
+
+
+def usage_error(message: str) -> None:
+    errors.print(f"cargoship: {message}")
+    sys.exit(EXIT_USAGE)
+
+
+def check_report_path(destination: Path) -> None:
+    """--report-json FILE is checked before the run: a report that cannot be written is known at once, not
+    after the nodes were restarted."""
+    target = destination.expanduser()
+    directory = target.parent if str(target.parent) else Path(".")
+    if target.is_symlink():
+        usage_error(f"--report-json {destination}: is a symbolic link; name the file itself")
+    if target.is_dir():
+        usage_error(f"--report-json {destination}: is a directory; name a file")
+    if not directory.is_dir():
+        usage_error(f"--report-json {destination}: no such directory {directory}")
+    if not os.access(directory, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        usage_error(f"--report-json {destination}: not writable")
+
+
+def ask_passwords(become: bool, vault: bool) -> dict:
+    """-K and --ask-vault-pass: asked here, on the terminal, before anything runs; answered to
+    ansible-playbook's own prompts (never written to the run's files)."""
+    if not (become or vault):
+        return {}
+    if not sys.stdin.isatty():
+        usage_error(
+            "-K / --ask-vault-pass ask on a terminal and there is none: use --vault-password-file, or the become "
+            "password in a vaulted variable (ansible_become_password)"
+        )
+    answers = {}
+    if become:
+        answers["become"] = click.prompt("BECOME password", hide_input=True, default="", show_default=False)
+    if vault:
+        answers["vault"] = click.prompt("Vault password", hide_input=True)
+    return answers
+
+
+def stand_in_report(title: str, dry_run: bool, outcome) -> dict:
+    """The JSON report of a run that ended before the report callback wrote one: what is known of it."""
+    why = "interrupted" if outcome.stopped_early else f"ansible-playbook ended (rc={outcome.rc}) before its report"
+    return {
+        "schema_version": 1,
+        "operation": "engine-config-sync",
+        **({"selected_phase": title.split()[-1]} if title.startswith("phase ") else {}),
+        "version": __version__,
+        "run_id": outcome.run_id,
+        "dry_run": dry_run,
+        "work_found": False,
+        "hosts": {host: {"status": "unreachable"} for host in outcome.unreachable},
+        "phases": [],
+        "errors": [{"message": line} for line in [why, *outcome.ansible_errors]],
+    }
 
 
 def locks_released(report: dict | None) -> bool:
@@ -168,22 +240,26 @@ def write_report(report: dict, destination: Path) -> None:
     if destination == Path("-"):
         sys.stdout.write(text)
         return
-    target = destination.resolve()
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    target = destination.expanduser().absolute()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.")
+    except OSError as exc:
+        errors.print(f"could not write the report to {destination}: {exc.strerror}")
+        return
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
         os.replace(tmp, target)
-    except OSError:
+    except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise
+        errors.print(f"could not write the report to {destination}: {exc.strerror}")
 
 
 def check_inventory(inventory: Path) -> None:
     """Malformed inventory files are named here, before Ansible starts (which would not name them)."""
     problems = malformed_yaml(inventory)
     for problem in problems:
-        errors.print(problem, markup=False)
+        errors.print(problem)
     if problems:
         errors.print("nothing was run: fix the inventory first")
         sys.exit(EXIT_FAILED)

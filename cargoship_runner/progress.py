@@ -5,7 +5,7 @@ command knows which nodes to put back after Ctrl-C."""
 from __future__ import annotations
 
 from cargoship_runner.collection import node_progress, phases
-from cargoship_runner.output import console, errors
+from cargoship_runner.output import console, errors, styled
 from cargoship_runner.runner import masked_output
 
 
@@ -46,11 +46,13 @@ class Progress:
             if self.current.get(host) != role:
                 self.current[host] = role
                 if role in self.per_node:
-                    console.print(f"  [cyan]{role:<16}[/cyan] {host}")
+                    console.print(styled("  ", (f"{role:<16}", "cyan"), " ", host))
                 elif role not in self.announced:
                     self.announced.add(role)
-                    console.print(f"  [cyan]{role}[/cyan]")
-        if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors"):
+                    console.print(styled("  ", (role, "cyan")))
+        # The input's problems are listed once, by the report, each with its hosts and file.
+        input_errors = isinstance(result, dict) and "input_errors" in result
+        if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors") and not input_errors:
             message = result.get("msg", "") if isinstance(result, dict) else ""
-            errors.print(f"  [red]{data.get('task', '')} failed on {host}[/red]: {message}")
+            errors.print(styled("  ", (f"{data.get('task', '')} failed on {host}", "red"), f": {message}"))
         return True

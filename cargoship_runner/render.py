@@ -4,9 +4,10 @@ the plain lines ansible-playbook shows."""
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 
 from cargoship_runner.collection import report_module
-from cargoship_runner.output import console
+from cargoship_runner.output import console, errors, styled
 
 STATUS_STYLE = {
     "ran": "green",
@@ -21,15 +22,22 @@ STATUS_STYLE = {
 def render_report(report: dict, output: str = "table") -> None:
     """``table`` for a terminal; ``plain`` for logs, where nothing may fold."""
     rendering = report_module()
-    if output == "plain":
-        console.out(rendering.render_text(report), highlight=False)
+    for line in rendering.error_lines(report):
+        errors.print(styled(("error", "bold red"), line.removeprefix("error")))
+    if rendering.reached_no_phase(report):
+        errors.print(f"{rendering.report_title(report)}: {rendering.NOTHING_RUN}")
         return
-    table = Table(title=rendering.report_title(report).replace(" - ", " — "), show_lines=False)
+    if output == "plain":
+        console.out(rendering.render_text({**report, "errors": []}), highlight=False)
+        return
+    # Every cell is Text, never markup: host names, paths and messages are shown as they are.
+    table = Table(title=Text(rendering.report_title(report).replace(" - ", " — ")), show_lines=False)
     for column in rendering.COLUMNS:
-        table.add_column(column, overflow="fold")
+        table.add_column(Text(column), overflow="fold")
     for number, name, label, status, lines in rendering.report_rows(report):
-        style = STATUS_STYLE.get(status, "")
-        table.add_row(number, name, label, f"[{style}]{status}[/{style}]", "\n".join(lines))
+        table.add_row(
+            Text(number), Text(name), Text(label), Text(status, style=STATUS_STYLE.get(status, "")), Text("\n".join(lines))
+        )
     console.print(table)
 
 

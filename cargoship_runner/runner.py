@@ -28,6 +28,8 @@ from cargoship_runner.collection import collections_path, run_collections_path
 SSH_KEEPALIVE = "-o ServerAliveInterval=15 -o ServerAliveCountMax=3"
 ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# ansible-playbook's prompts for -K and --ask-vault-pass, as ansible-runner matches them.
+PROMPTS = {"become": r"^BECOME password.*:\s*?$", "vault": r"^Vault password.*:\s*?$"}
 # Ansible's own default (5) makes a fleet of hundreds wait in line; used when nothing else is set.
 DEFAULT_FORKS = 25
 
@@ -51,6 +53,8 @@ class RunOptions:
     # alone and never copied into the run's directory.
     user_var_files: tuple = ()
     vault_ids: tuple = ()  # --vault-id values, passed on as they are
+    # -K / --ask-vault-pass: the answers to ansible-playbook's own prompts ("become", "vault"), kept in memory.
+    passwords: dict = field(default_factory=dict, repr=False)
 
     @property
     def inventories(self) -> tuple[Path, ...]:
@@ -74,6 +78,38 @@ class RunOutcome:
     artifacts: Path | None = None  # the run's directory, when kept
     keeper_stop: str | None = None  # why the lock keeper stopped the run, if it did
     log: Path | None = None  # Ansible's own output of a run that failed, kept (source excerpts withheld)
+    # Why the command's own handling of Ansible's events failed, if it did: the run was then stopped.
+    handler_error: str | None = None
+
+    @property
+    def stopped_early(self) -> bool:
+        """Stopped from this side (Ctrl-C, a signal, or the command's event handling failing)."""
+        return self.interrupted or self.handler_error is not None
+
+
+class GuardedHandler:
+    """The command's event handler, as ansible-runner calls it from its own thread. An exception there
+    would end that thread silently and leave the command waiting for ever; here the first one is kept,
+    the run is stopped (``failed`` tells ansible-runner's cancel check) and later events are still fed to
+    the handler, so that the nodes in flight stay known for the put-back."""
+
+    def __init__(self, handler) -> None:
+        self.handler = handler
+        self.error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    def __call__(self, event: dict) -> bool:
+        if self.handler is None:
+            return True
+        try:
+            self.handler(event)
+        except Exception as exc:  # noqa: BLE001 - any failure of the handler must stop the run, not hang it
+            if self.error is None:
+                self.error = f"{type(exc).__name__}: {exc}"
+        return True
 
 
 def playbook_path(name: str) -> Path:
@@ -141,6 +177,10 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     cmdline = ["--check", "--diff"] if options.dry_run else []
     if options.vault_password_file:
         cmdline += ["--vault-password-file", shlex.quote(str(options.vault_password_file))]
+    if "become" in options.passwords:
+        cmdline += ["--ask-become-pass"]
+    if "vault" in options.passwords:
+        cmdline += ["--ask-vault-pass"]
     for vault_id in options.vault_ids:
         cmdline += ["--vault-id", shlex.quote(vault_id)]
     for path in options.user_var_files:
@@ -170,6 +210,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     # Ctrl-C, and how CI systems and terminals cancel a job (SIGTERM, SIGHUP), all stop the run the same
     # way: the command then puts back the nodes it had started on and releases its locks.
     previous = {sig: signal.signal(sig, lambda *_: interrupted.set()) for sig in STOP_SIGNALS}
+    handler = GuardedHandler(on_event)
     try:
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(private),
@@ -182,21 +223,23 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             forks=forks(options.forks, config),
             verbosity=options.verbosity or None,
             quiet=True,
-            event_handler=on_event,
-            cancel_callback=interrupted.is_set,
+            event_handler=handler,
+            cancel_callback=lambda: interrupted.is_set() or handler.failed,
             # ansible-runner looks at cancel_callback between waits for output of this length (5 s by
             # default): Ctrl-C would take up to 5 s to stop the run, long enough for a node to move on.
             settings={"pexpect_timeout": 0.25},
             # Facts stay in memory (Ansible's default, or the cache the user's ansible.cfg names), not in
             # ansible-runner's file cache, which every task of every host looked up on disk.
             fact_cache_type="memory",
+            # Answered through ansible-runner's terminal, never written to the run's directory.
+            passwords={PROMPTS[kind]: value for kind, value in options.passwords.items()} or None,
         )
         thread.join()
         report = json.loads(report_path.read_text()) if report_path.exists() else None
         unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
-        failed = runner.rc != 0 or report is None or interrupted.is_set()
+        failed = runner.rc != 0 or report is None or interrupted.is_set() or handler.failed
         return RunOutcome(
-            runner.rc if runner.rc is not None else 1,
+            (runner.rc or (1 if handler.failed else 0)) if runner.rc is not None else 1,
             report,
             unreachable,
             run_id,
@@ -205,6 +248,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             private if options.keep_artifacts else None,
             (private / "keeper-stop.txt").read_text().strip() if (private / "keeper-stop.txt").exists() else None,
             keep_log(runner, run_id, options.playbook) if failed else None,
+            handler.error,
         )
     finally:
         for sig, handler in previous.items():

@@ -9,20 +9,23 @@ from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
+    ABSENT,
     CONCURRENCY,
     DNS_LABEL,
-    InputError,
-    validate,
+    KINDS_WITH_FILES,
+    VARIABLES,
+    kind_name,
+    problems_of,
 )
+from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
 
-DESIRED = {
-    "cargoship_engine": "engine",
-    "cargoship_registries": "registries",
-    "cargoship_audit_policy": "audit_policy",
-    "cargoship_pod_security": "pod_security",
-    "cargoship_audit_log": "audit_log",
-    "cargoship_chart_values": "chart_values",
-}
+try:  # Where Ansible read a value (file:line:column); ansible-core 2.19 tags what it loads with it.
+    from ansible._internal._datatag._tags import Origin
+except ImportError:  # pragma: no cover - an ansible-core without data tags: messages go without the file
+    Origin = None
+
+DESIRED = {name: key for key, name in VARIABLES.items()}
 # Run options with the type each must have.
 OPTIONS = {
     "cargoship_profile": "profile",
@@ -46,31 +49,100 @@ OPTIONS = {
     "cargoship_run_id": "str",
     "cargoship_force": "bool",
     "cargoship_max_clock_skew": "int",
-    "cargoship_hooks": "any",
-    "cargoship_phase": "str",
+    "cargoship_hooks": "hooks",
+    "cargoship_phase": "phase",
     "cargoship_kubeconfig_keep": "bool",
     "cargoship_engine_version": "str",
 }
 KNOWN = set(DESIRED) | set(OPTIONS)
+# Variables of other names that are near misses of ours: a known name without its prefix (a refactor
+# that dropped it), or one a letter or two away from a known name (a typo). Both would be silently
+# ignored, and an ignored desired state means its files stay as they are on every host.
+BARE_NAMES = {name.removeprefix("cargoship_"): name for name in DESIRED if name != "cargoship_engine"}
+NEAR_MISS = 0.88
 BOOLEAN_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"}
+SHOWN_HOSTS = 5
 
 
-def check_option(name: str, kind: str, value: object) -> None:
+def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> list[str]:
     # -e name=false gives the string "false": accept Ansible's boolean spellings, as its modules do.
     if kind == "bool" and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
-        raise InputError(f"{name}: expected true or false, got {value!r}")
+        return [f"{name}: expected true or false, got {value!r}"]
     if kind == "int" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        raise InputError(f"{name}: expected a whole number of seconds, got {value!r}")
+        return [f"{name}: expected a whole number of seconds, got {value!r}"]
     if kind == "str" and not isinstance(value, str):
-        raise InputError(f"{name}: expected a string, got {type(value).__name__}")
+        return [f"{name}: expected a string, got {kind_name(value)}"]
     if kind == "profile" and not (isinstance(value, str) and DNS_LABEL.match(value)):
-        raise InputError(
-            f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}"
-        )
-    if kind == "concurrency":
-        text = str(value)
-        if not CONCURRENCY.match(text):
-            raise InputError(f"{name}: expected a count (e.g. 2) or a percentage (e.g. 25%), got {value!r}")
+        return [f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}"]
+    if kind == "concurrency" and not CONCURRENCY.match(str(value)):
+        return [f"{name}: expected a count (e.g. 2) or a percentage (e.g. 25%), got {value!r}"]
+    if kind == "hooks":
+        return _hooks.problems(value, phases)
+    if kind == "phase" and value and value not in {p["name"] for p in phases}:
+        hint = difflib.get_close_matches(str(value), [p["name"] for p in phases], n=1, cutoff=0.6)
+        return [f"{name}: unknown phase {value!r}" + (f" (did you mean {hint[0]}?)" if hint else "")]
+    return []
+
+
+def name_problem(name: str) -> str | None:
+    """An inventory variable that looks meant for cargoship but is not one of its names."""
+    if name in KNOWN:
+        return None
+    if name.startswith("cargoship_"):
+        hint = difflib.get_close_matches(name, sorted(KNOWN), n=1, cutoff=0.7)
+        return f"{name}: unknown variable" + (f" (did you mean {hint[0]}?)" if hint else "")
+    if name in BARE_NAMES:
+        return f"{name}: not a cargoship variable, and cargoship ignores it (did you mean {BARE_NAMES[name]}?)"
+    hint = difflib.get_close_matches(name, sorted(KNOWN), n=1, cutoff=NEAR_MISS)
+    if hint:
+        return f"{name}: unknown variable (did you mean {hint[0]}?)"
+    return None
+
+
+def origin_of(value: object) -> str | None:
+    tag = Origin.get_tag(value) if Origin is not None else None
+    return str(tag) if tag is not None and getattr(tag, "path", None) else None
+
+
+def origin_of_variable(variables, name: str) -> str | None:
+    try:
+        return origin_of(variables.get(name))
+    except AnsibleError:
+        return None  # its value cannot be templated: the name alone is the problem
+
+
+def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]:
+    """Every problem of one host's variables, each with where Ansible read the value, if it knows."""
+    found: list[tuple[str, str | None]] = []
+    for name in variables:
+        problem = name_problem(str(name))
+        if problem:
+            found.append((problem, origin_of_variable(variables, name)))
+    state = {}
+    for name, key in DESIRED.items():
+        value = variables.get(name)
+        if key in KINDS_WITH_FILES and name in variables and value is None:
+            found.append(
+                (
+                    f"{name}: empty (null); give its value, or {ABSENT} to remove what cargoship wrote of it "
+                    "(a kind the inventory does not name at all is left as the hosts have it)",
+                    None,
+                )
+            )
+        state[key] = value
+    found += [(message, origin_of(value)) for message, value in problems_of(state).found]
+    for name, kind in OPTIONS.items():
+        value = variables.get(name)
+        if value is not None:
+            found += [(message, origin_of(value)) for message in option_problem(name, kind, value, phases)]
+    return found
+
+
+def shown(hosts: list[str], every: int) -> str:
+    if len(hosts) == every and every > 1:
+        return "every host"
+    names = ", ".join(hosts[:SHOWN_HOSTS]) + (f" and {len(hosts) - SHOWN_HOSTS} more" if len(hosts) > SHOWN_HOSTS else "")
+    return f"host{'s' if len(hosts) > 1 else ''} {names}"
 
 
 class ActionModule(ActionBase):
@@ -80,21 +152,32 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         hostvars = task_vars["hostvars"]
-        for host in self._task.args["hosts"]:
-            variables = hostvars[host]
+        hosts = list(self._task.args["hosts"])
+        phases = load_phases()
+        # The same problem (a group_vars file's) on many hosts is one error, with the hosts it concerns.
+        problems: dict[tuple[str, str | None], list[str]] = {}
+        for host in hosts:
             try:
-                for name in variables:
-                    if name.startswith("cargoship_") and name not in KNOWN:
-                        hint = difflib.get_close_matches(name, sorted(KNOWN), n=1, cutoff=0.7)
-                        raise InputError(f"{name}: unknown variable" + (f" (did you mean {hint[0]}?)" if hint else ""))
-                state = {key: variables.get(name) for name, key in DESIRED.items()}
-                validate(state)
-                for name, kind in OPTIONS.items():
-                    if variables.get(name) is not None:
-                        check_option(name, kind, variables.get(name))
-            except InputError as exc:
-                return {**result, "failed": True, "msg": f"invalid input for host {host}: {exc}", "host": host}
-            except AnsibleError as exc:
-                return {**result, "failed": True, "msg": f"invalid input for host {host}: {exc.message}", "host": host}
-        result.update(changed=False, checked=len(self._task.args["hosts"]))
+                found = host_problems(hostvars[host], phases)
+            except AnsibleError as exc:  # a variable that cannot be templated
+                found = [(f"a variable cannot be read: {exc.message}", None)]
+            for problem in found:
+                problems.setdefault(problem, []).append(host)
+        if problems:
+            errors = [
+                {"message": message, "hosts": on, **({"origin": origin} if origin else {})}
+                for (message, origin), on in problems.items()
+            ]
+            lines = [
+                f"  - {e['message']} ({shown(e['hosts'], len(hosts))}" + (f"; {e['origin']}" if "origin" in e else "") + ")"
+                for e in errors
+            ]
+            count = f"{len(errors)} problem{'s' if len(errors) > 1 else ''}"
+            return {
+                **result,
+                "failed": True,
+                "msg": f"invalid input ({count}); no host was contacted and nothing was changed:\n" + "\n".join(lines),
+                "input_errors": errors,
+            }
+        result.update(changed=False, checked=len(hosts))
         return result

@@ -62,12 +62,14 @@ class CallbackModule(CallbackBase):
     def v2_playbook_on_play_start(self, play):
         if self.report is not None:
             # One phase run alone (cargoship phase run, or -e cargoship_phase=NAME): the rest is skipped.
-            selected = play.get_variable_manager().extra_vars.get("cargoship_phase")
-            self.report.selected = selected or None
+            extra_vars = play.get_variable_manager().extra_vars
+            self.report.selected = extra_vars.get("cargoship_phase") or None
+            self.report.run_id = self.report.run_id or str(extra_vars.get("cargoship_run_id") or "")
 
     def v2_runner_on_skipped(self, result):
         # A host that only skipped a phase's tasks was still there: the phase had nothing to do on it.
         if self.report is not None:
+            self.report.seen_cargoship = self.report.seen_cargoship or self.ours(result._task)
             self.report.result(
                 result._host.get_name(), self.phase_of(result._task), result._task.name or "", {}, "skipped"
             )
@@ -76,13 +78,27 @@ class CallbackModule(CallbackBase):
         if self.report is None:
             return
         data = result._result
+        self.report.seen_cargoship = self.report.seen_cargoship or self.ours(result._task)
         if result._task.check_mode and not self.report.dry_run:
-            # A plan computed in check mode during a real run: what it found is reported by the steps that act on it.
+            # A plan computed in check mode during a real run: what it found is reported by the steps that act
+            # on it; only its notes (files kept as they are) are the plan's own to report.
+            if status == "ok" and data.get("kept"):
+                self.report.result(
+                    result._host.get_name(), self.phase_of(result._task), result._task.name, {"kept": data["kept"]}, "ok"
+                )
             return
         if status == "ok" and data.get("changed"):
             status = "changed"
         host = result._host.get_name()
         self.report.result(host, self.phase_of(result._task), result._task.name or result._task.action, data, status)
+
+    @staticmethod
+    def ours(task) -> bool:
+        """A task of this collection: its module's, or inside one of its roles."""
+        if str(task.action).startswith("cargoship.engine."):
+            return True
+        role = getattr(task, "_role", None)
+        return role is not None and role.get_name().startswith("cargoship.engine.")
 
     def phase_of(self, task):
         """The phase a task belongs to: the nearest enclosing role that is a phase (shared roles such as
@@ -109,8 +125,8 @@ class CallbackModule(CallbackBase):
         self._feed(result, "unreachable")
 
     def v2_playbook_on_stats(self, stats):
-        if self.report is None or not self.report.seen_hosts:
-            return  # a playbook that ran no cargoship phase has nothing to report
+        if self.report is None or not self.report.seen_cargoship:
+            return  # a playbook that ran nothing of cargoship's has nothing to report
         report = self.report.as_dict()
         self._display.display("\n" + render_text(report))
         path = self.get_option("report_json")

@@ -24,7 +24,9 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # with rancher/wharfie's types), no more. A key the engine does not know it ignores without a word, so
 # here it is an error with a did-you-mean. A registry name may be "*" (every registry).
 REGISTRY_SCHEMA = {
-    "mirrors": ("map", {"endpoint": ("list", "str"), "rewrite": ("map", "str")}),
+    # A mirror without settings (`registry.k8s.io:`) is the embedded registry's documented form: the entry
+    # need only be present (docs.k3s.io, "Embedded Registry Mirror").
+    "mirrors": ("map-or-empty", {"endpoint": ("list", "str"), "rewrite": ("map", "str")}),
     "configs": (
         "map-or-empty",
         {
@@ -97,142 +99,329 @@ def _path(parent: str, key: object) -> str:
     return f'{parent}["{key}"]' if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", str(key)) else f"{parent}.{key}"
 
 
-def _check(value: object, spec: object, where: str) -> None:
+# The value that asks for a kind of configuration to be removed: what cargoship wrote of it goes.
+# A kind the inventory does not name at all is left as the hosts have it (removal is never inferred).
+ABSENT = "absent"
+KINDS_WITH_FILES = ("registries", "audit_policy", "pod_security", "chart_values")
+VARIABLES = {
+    "engine": "cargoship_engine",
+    "registries": "cargoship_registries",
+    "audit_policy": "cargoship_audit_policy",
+    "pod_security": "cargoship_pod_security",
+    "audit_log": "cargoship_audit_log",
+    "chart_values": "cargoship_chart_values",
+}
+# What the API server accepts in an audit Policy (k8s.io/apiserver/pkg/apis/audit: Level, Stage) and in a
+# PodSecurityConfiguration (k8s.io/pod-security-admission/api: levels and versions): anything else it
+# refuses at start, which would be found only once a controller was drained and restarted.
+AUDIT_LEVELS = ("None", "Metadata", "Request", "RequestResponse")
+AUDIT_STAGES = ("RequestReceived", "ResponseStarted", "ResponseComplete", "Panic")
+PSA_LEVELS = ("privileged", "baseline", "restricted")
+PSA_VERSION = re.compile(r"^(latest|v1\.(0|[1-9][0-9]*))$")
+PSA_MODES = ("enforce", "audit", "warn")
+PSA_EXEMPTIONS = ("usernames", "runtimeClasses", "namespaces")
+
+
+def kind_name(value: object) -> str:
+    """A value's kind in the words of YAML, never a Python or Ansible class name."""
+    if value is None:
+        return "null (no value)"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    return "a value of another kind"
+
+
+class Problems:
+    """Every problem of an input, each with the value it is about (whose origin Ansible may know)."""
+
+    def __init__(self) -> None:
+        self.found: list[tuple[str, object]] = []
+
+    def add(self, message: str, value: object = None) -> None:
+        self.found.append((message, value))
+
+    def raise_any(self) -> None:
+        if self.found:
+            raise InputError("; ".join(message for message, _ in self.found))
+
+
+def _check(value: object, spec: object, where: str, problems: Problems) -> None:
     if spec == "any":
         return
     if spec in ("str", "secret"):
         if not isinstance(value, str):
-            raise InputError(f"{where}: expected a string, got {type(value).__name__}")
+            problems.add(f"{where}: expected a string, got {kind_name(value)}", value)
         return
     if spec == "bool":
         if not isinstance(value, bool):
-            raise InputError(f"{where}: expected true or false, got {type(value).__name__}")
+            problems.add(f"{where}: expected true or false, got {kind_name(value)}", value)
         return
     kind, inner = spec  # type: ignore[misc]
     if kind == "list":
         if not isinstance(value, list):
-            raise InputError(f"{where}: expected a list, got {type(value).__name__}")
+            problems.add(f"{where}: expected a list, got {kind_name(value)}", value)
+            return
         for index, item in enumerate(value):
-            _check(item, inner, f"{where}[{index}]")
+            _check(item, inner, f"{where}[{index}]", problems)
     elif kind in ("map", "map-or-empty"):
         if not isinstance(value, dict):
-            raise InputError(f"{where}: expected a mapping, got {type(value).__name__}")
+            problems.add(f"{where}: expected a mapping, got {kind_name(value)}", value)
+            return
         for key, item in value.items():
             if not isinstance(key, str) or not key:
-                raise InputError(f"{where}: keys must be non-empty strings")
+                problems.add(f"{where}: keys must be non-empty strings, got {key!r}", value)
+                continue
             if item is None and kind == "map-or-empty":
                 continue  # an entry without settings, which the engine accepts
-            _check(item, ("dict", inner) if isinstance(inner, dict) else inner, _path(where, key))
+            _check(item, ("dict", inner) if isinstance(inner, dict) else inner, _path(where, key), problems)
     elif kind == "dict":
         if not isinstance(value, dict):
-            raise InputError(f"{where}: expected a mapping, got {type(value).__name__}")
+            problems.add(f"{where}: expected a mapping, got {kind_name(value)}", value)
+            return
         for key, item in value.items():
             if key not in inner:
                 hint = _closest(str(key), inner)
-                raise InputError(
+                problems.add(
                     f"{_path(where, key)}: unknown key"
                     + (f" (did you mean '{hint}'?)" if hint else "")
-                    + f"; allowed: {', '.join(sorted(inner))}"
+                    + f"; allowed: {', '.join(sorted(inner))}",
+                    item,
                 )
-            _check(item, inner[key], _path(where, key))
+                continue
+            _check(item, inner[key], _path(where, key), problems)
 
 
-def _closest(key: str, options: dict) -> str | None:
+def _closest(key: str, options) -> str | None:
     import difflib
 
     found = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
     return found[0] if found else None
 
 
-def validate(state: dict) -> dict:
-    """Check every input key; return the normalised state. Raises InputError naming the key path."""
-    allowed = {
-        "engine": "cargoship_engine",
-        "registries": "cargoship_registries",
-        "audit_policy": "cargoship_audit_policy",
-        "pod_security": "cargoship_pod_security",
-        "audit_log": "cargoship_audit_log",
-        "chart_values": "cargoship_chart_values",
-    }
+def _one_of(value: object, allowed: tuple, where: str, problems: Problems) -> None:
+    if value not in allowed:
+        hint = _closest(str(value), allowed)
+        problems.add(
+            f"{where}: {value!r} is not one of {', '.join(allowed)}" + (f" (did you mean {hint}?)" if hint else ""),
+            value,
+        )
+
+
+def _check_audit_policy(document: dict, where: str, problems: Problems) -> None:
+    rules = document.get("rules")
+    if not isinstance(rules, list):
+        problems.add(f"{where}.rules: expected a list of audit rules, got {kind_name(rules)}", rules)
+        rules = []
+    for stage_index, stage in enumerate(document.get("omitStages") or []):
+        _one_of(stage, AUDIT_STAGES, f"{where}.omitStages[{stage_index}]", problems)
+    for index, rule in enumerate(rules):
+        here = f"{where}.rules[{index}]"
+        if not isinstance(rule, dict):
+            problems.add(f"{here}: expected a mapping (an audit rule), got {kind_name(rule)}", rule)
+            continue
+        if "level" not in rule:
+            problems.add(f"{here}.level: required (one of {', '.join(AUDIT_LEVELS)})", rule)
+        else:
+            _one_of(rule["level"], AUDIT_LEVELS, f"{here}.level", problems)
+        stages = rule.get("omitStages") or []
+        if not isinstance(stages, list):
+            problems.add(f"{here}.omitStages: expected a list, got {kind_name(stages)}", stages)
+            continue
+        for stage_index, stage in enumerate(stages):
+            _one_of(stage, AUDIT_STAGES, f"{here}.omitStages[{stage_index}]", problems)
+
+
+def _check_pod_security(document: dict, where: str, problems: Problems) -> None:
+    plugins = document.get("plugins")
+    if not isinstance(plugins, list):
+        problems.add(f"{where}.plugins: expected a list of admission plugins, got {kind_name(plugins)}", plugins)
+        return
+    for index, plugin in enumerate(plugins):
+        here = f"{where}.plugins[{index}]"
+        if not isinstance(plugin, dict):
+            problems.add(f"{here}: expected a mapping (name, configuration), got {kind_name(plugin)}", plugin)
+            continue
+        configuration = plugin.get("configuration")
+        if plugin.get("name") != "PodSecurity" or not isinstance(configuration, dict):
+            continue  # another admission plugin's configuration: the API server checks it
+        here = f"{here}.configuration"
+        defaults = configuration.get("defaults") or {}
+        if not isinstance(defaults, dict):
+            problems.add(f"{here}.defaults: expected a mapping, got {kind_name(defaults)}", defaults)
+            defaults = {}
+        for key, value in defaults.items():
+            mode, _, version = str(key).partition("-")
+            if mode not in PSA_MODES or version not in ("", "version"):
+                allowed = [f"{m}{s}" for m in PSA_MODES for s in ("", "-version")]
+                hint = _closest(str(key), allowed)
+                problems.add(
+                    f"{here}.defaults.{key}: unknown key" + (f" (did you mean '{hint}'?)" if hint else ""), value
+                )
+            elif version:
+                if not (isinstance(value, str) and PSA_VERSION.match(value)):
+                    problems.add(f"{here}.defaults.{key}: expected latest or v1.<minor>, got {value!r}", value)
+            else:
+                _one_of(value, PSA_LEVELS, f"{here}.defaults.{key}", problems)
+        exemptions = configuration.get("exemptions") or {}
+        if not isinstance(exemptions, dict):
+            problems.add(f"{here}.exemptions: expected a mapping, got {kind_name(exemptions)}", exemptions)
+            continue
+        for key, value in exemptions.items():
+            if key not in PSA_EXEMPTIONS:
+                hint = _closest(str(key), PSA_EXEMPTIONS)
+                problems.add(
+                    f"{here}.exemptions.{key}: unknown key" + (f" (did you mean '{hint}'?)" if hint else ""), value
+                )
+            else:
+                _check(value, ("list", "str"), f"{here}.exemptions.{key}", problems)
+
+
+def problems_of(state: dict) -> Problems:
+    """Every problem of the desired state, each naming its key path."""
+    problems = Problems()
     for key in state:
-        if key not in allowed:
-            raise InputError(f"unknown desired-state key {key}")
+        if key not in VARIABLES:
+            problems.add(f"unknown desired-state key {key}")
     engine = state.get("engine")
     if engine not in ENGINES:
-        raise InputError(f"cargoship_engine: must be one of {', '.join(ENGINES)}, got {engine!r}")
+        problems.add(f"cargoship_engine: must be one of {', '.join(ENGINES)}, got {engine!r}", engine)
+    for key in KINDS_WITH_FILES:
+        value = state.get(key)
+        if isinstance(value, str) and value != ABSENT:
+            problems.add(
+                f"{VARIABLES[key]}: expected a mapping, or {ABSENT} to remove what cargoship wrote, got {value!r}",
+                value,
+            )
     registries = state.get("registries")
-    if registries is not None:
-        _check(registries, ("dict", REGISTRY_SCHEMA), "cargoship_registries")
-        for name, mirror in (registries.get("mirrors") or {}).items():
-            for index, endpoint in enumerate(mirror.get("endpoint") or []):
-                if not endpoint_ok(endpoint):
+    if registries is not None and registries != ABSENT:
+        _check(registries, ("dict", REGISTRY_SCHEMA), "cargoship_registries", problems)
+        mirrors = registries.get("mirrors") if isinstance(registries, dict) else None
+        for name, mirror in (mirrors if isinstance(mirrors, dict) else {}).items():
+            endpoints = mirror.get("endpoint") if isinstance(mirror, dict) else None
+            for index, endpoint in enumerate(endpoints if isinstance(endpoints, list) else []):
+                if isinstance(endpoint, str) and not endpoint_ok(endpoint):
                     # An endpoint may carry user:password@ (the engine takes it): never echo that part.
                     shown = re.sub(r"^([a-z]+://)?[^/@]*@", r"\1…@", endpoint)
-                    raise InputError(
+                    problems.add(
                         f'cargoship_registries.mirrors["{name}"].endpoint[{index}]: not an endpoint '
-                        f"(http(s)://host[:port][/path], or host[:port] for https): {shown!r}"
+                        f"(http(s)://host[:port][/path], or host[:port] for https): {shown!r}",
+                        endpoint,
                     )
     for key in ("audit_policy", "pod_security"):
         document = state.get(key)
-        if document is None:
+        if document is None or document == ABSENT:
             continue
-        where = allowed[key]
+        where = VARIABLES[key]
         if not isinstance(document, dict):
-            raise InputError(f"{where}: expected a mapping (the YAML document itself), got {type(document).__name__}")
+            problems.add(
+                f"{where}: expected a mapping (the YAML document itself), or {ABSENT}, got {kind_name(document)}",
+                document,
+            )
+            continue
         kind, api_prefix = (
             ("Policy", "audit.k8s.io/") if key == "audit_policy" else ("AdmissionConfiguration", "apiserver.")
         )
         if document.get("kind") != kind or not str(document.get("apiVersion", "")).startswith(api_prefix):
-            raise InputError(
-                f"{where}: must be a {kind} ({api_prefix}…), got kind={document.get('kind')!r} apiVersion={document.get('apiVersion')!r}"
+            problems.add(
+                f"{where}: must be a {kind} ({api_prefix}…), got kind={document.get('kind')!r} "
+                f"apiVersion={document.get('apiVersion')!r}",
+                document,
             )
-        if key == "audit_policy" and not isinstance(document.get("rules"), list):
-            raise InputError(f"{where}.rules: expected a list of audit rules")
+        elif key == "audit_policy":
+            _check_audit_policy(document, where, problems)
+        else:
+            _check_pod_security(document, where, problems)
     retention = state.get("audit_log")
     if retention is not None:
         if not isinstance(retention, dict):
-            raise InputError(
-                f"cargoship_audit_log: expected a mapping of {', '.join(AUDIT_LOG_KEYS)}, got {type(retention).__name__}"
+            problems.add(
+                f"cargoship_audit_log: expected a mapping of {', '.join(AUDIT_LOG_KEYS)}, got {kind_name(retention)}",
+                retention,
             )
+            retention = {}
         for key, value in retention.items():
             if key not in AUDIT_LOG_KEYS:
-                hint = _closest(str(key), dict.fromkeys(AUDIT_LOG_KEYS))
-                raise InputError(
+                hint = _closest(str(key), AUDIT_LOG_KEYS)
+                problems.add(
                     f"cargoship_audit_log.{key}: unknown key"
                     + (f" (did you mean '{hint}'?)" if hint else "")
-                    + f"; allowed: {', '.join(AUDIT_LOG_KEYS)}"
+                    + f"; allowed: {', '.join(AUDIT_LOG_KEYS)}",
+                    value,
                 )
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InputError(f"cargoship_audit_log.{key}: expected a whole number (0 or more), got {value!r}")
+            elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                problems.add(f"cargoship_audit_log.{key}: expected a whole number (0 or more), got {value!r}", value)
     charts = state.get("chart_values")
-    if charts is not None:
+    if charts is not None and charts != ABSENT:
         if not isinstance(charts, dict):
-            raise InputError(
-                f"cargoship_chart_values: expected a mapping of chart name to settings, got {type(charts).__name__}"
+            problems.add(
+                f"cargoship_chart_values: expected a mapping of chart name to settings, or {ABSENT}, "
+                f"got {kind_name(charts)}",
+                charts,
             )
+            charts = {}
         seen: dict[str, str] = {}
         for name, settings in charts.items():
             where = _path("cargoship_chart_values", name)
             if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 63:
                 # No dots: the engine names the AddOn of a manifest after its file name up to the first dot,
                 # so two charts "a.x" and "a.y" would be one AddOn. Also keeps the file in its directory.
-                raise InputError(
+                problems.add(
                     f"{where}: chart name must be a DNS label (lower case, digits and '-', no dots; the engine "
-                    "names a manifest's AddOn after its file name up to the first dot)"
+                    "names a manifest's AddOn after its file name up to the first dot)",
+                    settings,
                 )
-            _check(settings, ("dict", CHART_SCHEMA), where)
+                continue
+            if settings == ABSENT:
+                continue  # this chart's values are removed
+            if not isinstance(settings, dict):
+                problems.add(
+                    f"{where}: expected a mapping (namespace, values), or {ABSENT}, got {kind_name(settings)}",
+                    settings,
+                )
+                continue
+            _check(settings, ("dict", CHART_SCHEMA), where, problems)
             if "values" not in settings:
-                raise InputError(f"{where}.values: required")
+                problems.add(f"{where}.values: required", settings)
             namespace = settings.get("namespace", "kube-system")
-            if not DNS_LABEL.match(namespace):
-                raise InputError(f"{where}.namespace: not a valid namespace name: {namespace!r}")
+            if not isinstance(namespace, str) or not DNS_LABEL.match(namespace):
+                problems.add(f"{where}.namespace: not a valid namespace name: {namespace!r}", namespace)
+                continue
             file_name = chart_file_name(name, namespace)
             if file_name in seen:
-                raise InputError(
-                    f"{where}: its manifest file {file_name} collides with chart {seen[file_name]!r} in the manifests directory"
+                problems.add(
+                    f"{where}: its manifest file {file_name} collides with chart {seen[file_name]!r} in the "
+                    "manifests directory",
+                    settings,
                 )
             seen[file_name] = name
-    return {k: state.get(k) for k in allowed}
+    return problems
+
+
+def validate(state: dict) -> dict:
+    """Check every input key; return the normalised state. Raises InputError naming every problem's key path."""
+    problems_of(state).raise_any()
+    return {k: state.get(k) for k in VARIABLES}
+
+
+def named(state: dict, kind: str) -> bool:
+    """Whether the inventory names this kind of configuration (a value, or absent to remove it)."""
+    return state.get(kind) is not None
+
+
+def wanted_charts(state: dict) -> dict:
+    """The charts whose values should be on the controllers (those given as absent are not)."""
+    charts = state.get("chart_values")
+    if not isinstance(charts, dict):
+        return {}
+    return {name: settings for name, settings in charts.items() if settings != ABSENT}
 
 
 CHART_FILE_PREFIX = "cargoship-"
@@ -312,16 +501,43 @@ def managed_files(engine: str, node_role: str, with_charts: bool, layout: dict |
     return files
 
 
-def render(state: dict, node_role: str, with_charts: bool, layout: dict | None = None) -> list[dict]:
+def removable_kinds(state: dict) -> set[str]:
+    """The kinds whose files cargoship wrote may be removed where the desired state no longer has them:
+    those the inventory asks to remove (absent); chart files of charts no longer listed; the config
+    drop-in when neither kind that feeds it is left unnamed with a part in it (render keeps those parts)."""
+    kinds = {kind for kind in ("registries", "audit_policy", "pod_security") if state.get(kind) == ABSENT}
+    if named(state, "chart_values"):
+        kinds.add("chart_values")
+    if named(state, "audit_policy") or named(state, "pod_security"):
+        kinds.add("config")
+    return kinds
+
+
+def _dropin_part(kind: str, current: dict | None) -> tuple[dict, list[str]]:
+    """What the config drop-in on the host passes now for one kind (its RKE2 key, its kube-apiserver
+    arguments), to be carried over when the inventory does not name that kind."""
+    if not isinstance(current, dict):
+        return {}, []
+    keys = {RKE2_KEYS[kind]: current[RKE2_KEYS[kind]]} if RKE2_KEYS[kind] in current else {}
+    prefixes = ("audit-policy-file=", "audit-log-") if kind == "audit_policy" else ("admission-control-config-file=",)
+    args = current.get("kube-apiserver-arg+")
+    return keys, [a for a in (args if isinstance(args, list) else []) if isinstance(a, str) and a.startswith(prefixes)]
+
+
+def render(
+    state: dict, node_role: str, with_charts: bool, layout: dict | None = None, current_dropin: dict | None = None
+) -> list[dict]:
     """The files a node should have: [{path, content, restart, kind}] in a stable order.
 
     ``restart``: the engine reads the file only at start, so a change needs an engine restart.
     Audit and pod-security files exist on servers only; chart values are written once per cluster.
+    A kind the state does not name gets no file here (what the host has of it stays); its part of the
+    config drop-in is taken over from ``current_dropin`` (the drop-in on the host, read as data).
     """
     engine = state["engine"]
     paths = engine_paths(engine, layout)
     files = []
-    if state.get("registries") is not None:
+    if isinstance(state.get("registries"), dict):
         files.append(
             {
                 "path": paths["registries"],
@@ -334,9 +550,15 @@ def render(state: dict, node_role: str, with_charts: bool, layout: dict | None =
         dropin: dict = {}
         apiserver_args = []
         for kind in ("audit_policy", "pod_security"):
-            if state.get(kind) is None:
+            value = state.get(kind)
+            if value is None:
+                keys, args = _dropin_part(kind, current_dropin)
+                dropin.update(keys)
+                apiserver_args += args
                 continue
-            files.append({"path": paths[kind], "content": render_document(state[kind]), "restart": True, "kind": kind})
+            if value == ABSENT:
+                continue
+            files.append({"path": paths[kind], "content": render_document(value), "restart": True, "kind": kind})
             if engine == "rke2":
                 dropin[RKE2_KEYS[kind]] = paths[kind]
             else:
@@ -347,12 +569,12 @@ def render(state: dict, node_role: str, with_charts: bool, layout: dict | None =
         if apiserver_args:
             # "+" appends to what config.yaml already passes to kube-apiserver instead of replacing it.
             dropin["kube-apiserver-arg+"] = apiserver_args
-        if dropin:
+        if dropin and "config" in removable_kinds(state):
             files.append(
                 {"path": paths["config_dropin"], "content": render_document(dropin), "restart": True, "kind": "config"}
             )
         if with_charts:
-            for name, settings in sorted((state.get("chart_values") or {}).items()):
+            for name, settings in sorted(wanted_charts(state).items()):
                 namespace = settings.get("namespace", "kube-system")
                 values = settings["values"]
                 document = {

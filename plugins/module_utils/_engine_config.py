@@ -11,10 +11,14 @@ import os
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
+    ABSENT,
     HEADER,
+    VARIABLES,
     InputError,
     engine_paths,
     managed_files,
+    named,
+    removable_kinds,
     render,
     render_data,
     same_content,
@@ -79,22 +83,50 @@ def clean(module) -> None:
     module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
 
 
-def no_longer_wanted(module, files: list[dict]) -> list[dict]:
-    """Files cargoship wrote that the desired state no longer has, to be removed (content None): its own
-    files by their names, registries.yaml only when it carries cargoship's header. Anything else a
-    host has is left alone."""
+def written_by_cargoship(module, item: dict) -> bool:
+    """A file on the host that cargoship wrote: its own files by their names, the engine's registries.yaml
+    only when it carries cargoship's header."""
+    if not os.path.isfile(item["path"]):
+        return False
+    if item.get("marked"):
+        return (read_current(module, item["path"]) or "").startswith(f"# {HEADER}")
+    return True
+
+
+def no_longer_wanted(module, state: dict, files: list[dict]) -> tuple[list[dict], list[str]]:
+    """Files cargoship wrote that the desired state asks to remove (content None), and a note for each kind
+    the inventory does not name at all while cargoship's file of it is on the host: that file is kept.
+    Anything cargoship did not write is left alone."""
     params = module.params
     wanted = {item["path"] for item in files}
-    found = []
+    removable = removable_kinds(state)
+    found, kept = [], {}
     for item in managed_files(params["engine"], params["node_role"], params["with_charts"], params["layout"]):
-        if item["path"] in wanted or not os.path.isfile(item["path"]):
+        if item["path"] in wanted or not written_by_cargoship(module, item):
             continue
-        if item.get("marked"):
-            current = read_current(module, item["path"]) or ""
-            if not current.startswith(f"# {HEADER}"):
-                continue
-        found.append({**item, "content": None})
-    return found
+        if item["kind"] in removable:
+            found.append({**item, "content": None})
+        elif item["kind"] != "config" and not named(state, item["kind"]):
+            kept.setdefault(item["kind"], []).append(item["path"])
+    notes = [
+        f"{kind.replace('_', ' ')}: not in this inventory; {', '.join(paths)} written by cargoship "
+        f"{'is' if len(paths) == 1 else 'are'} kept (set {VARIABLES[kind]}: {ABSENT} to remove "
+        f"{'it' if len(paths) == 1 else 'them'})"
+        for kind, paths in kept.items()
+    ]
+    return found, notes
+
+
+def current_dropin(module, path: str) -> dict | None:
+    """The config drop-in on the host, read as data (None when absent or unreadable)."""
+    text = read_current(module, path)
+    if text is None:
+        return None
+    try:
+        data = _credentials.parse(text)
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 WITHHELD = "(the current content is not shown: it cannot be read as YAML or JSON, and it may hold credentials)\n"
@@ -187,11 +219,11 @@ MODULE_KWARGS = {
         "node_role": {"type": "str", "choices": ["server", "agent"]},
         # Not no_log as a whole, which would hide every mirror and endpoint from the diffs: the action
         # plugin has moved the credentials inside into the no-log `credentials`, placeholders left here.
-        "registries": {"type": "dict", "no_log": False},
-        "audit_policy": {"type": "dict"},
-        "pod_security": {"type": "dict"},
+        "registries": {"type": "raw", "no_log": False},
+        "audit_policy": {"type": "raw"},
+        "pod_security": {"type": "raw"},
         "audit_log": {"type": "dict"},
-        "chart_values": {"type": "dict"},
+        "chart_values": {"type": "raw"},
         "with_charts": {"type": "bool", "default": False},
         "layout": {"type": "dict", "default": {}},
         "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},
@@ -229,10 +261,12 @@ def run(module) -> None:
             _credentials.hide(document, kind, found)
             module.no_log_values.update(str(value) for value in found if value)
         state = validate(state)
-        files = render(state, params["node_role"], params["with_charts"], params["layout"])
+        dropin = current_dropin(module, paths_of(module)["config_dropin"]) if params["node_role"] == "server" else None
+        files = render(state, params["node_role"], params["with_charts"], params["layout"], dropin)
     except (InputError, ValueError) as exc:
         module.fail_json(msg=str(exc))
-    files += no_longer_wanted(module, files)
+    removed, kept = no_longer_wanted(module, state, files)
+    files += removed
     if params["only_kinds"]:
         files = [item for item in files if item["kind"] in params["only_kinds"]]
     changes, diffs, drifted = [], [], []
@@ -272,7 +306,12 @@ def run(module) -> None:
                 "after": masked_after,
             }
         )
-    result = {"changed": bool(changes), "changes": changes, "restart_required": any(c["restart"] for c in changes)}
+    result = {
+        "changed": bool(changes),
+        "changes": changes,
+        "restart_required": any(c["restart"] for c in changes),
+        "kept": kept,
+    }
     # One backend for the run's writes and the clean-up of what state=staged left.
     backend = files_of(module) if params["backup_id"] and not module.check_mode else None
     if module._diff:

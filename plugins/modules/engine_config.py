@@ -12,8 +12,10 @@ description:
   - Renders the files a node should have from the desired state (registries, audit policy,
     pod-security admission configuration, chart values) and compares them with the host by content
     (the data they hold, whatever their layout). Files are written as YAML under a header naming cargoship.
-  - A file cargoship wrote that the desired state no longer has is removed (kept in the backup). Files it
-    never wrote are left alone.
+  - Removing is asked for, never inferred. A kind of configuration given as V(absent) has the file
+    cargoship wrote of it removed (kept in the backup). A kind that is omitted is left as the host has it,
+    and the module returns a note in RV(kept) where cargoship's file of it stays. Files cargoship never
+    wrote are left alone.
   - With O(state=present), writes every drifted file atomically (temporary file in the same
     directory, then rename), mode 0600, owner root, after copying the previous version to a backup
     directory outside the engine's manifests directory.
@@ -53,18 +55,20 @@ options:
     choices: [server, agent]
   registries:
     description:
-      - Content of C(registries.yaml) (mirrors and configs).
-      - Omit to have none from cargoship. A C(registries.yaml) that cargoship wrote (its header says so) is
-        removed; one it did not write is left alone.
-    type: dict
+      - Content of C(registries.yaml) (mirrors and configs), as a mapping.
+      - V(absent) removes a C(registries.yaml) that cargoship wrote (its header says so); one it did not
+        write is left alone. Omitted, the host's file is left as it is.
+    type: raw
   audit_policy:
-    description: The audit Policy document. Omit to have none from cargoship (the file it wrote is removed).
-    type: dict
+    description:
+      - The audit Policy document, as a mapping.
+      - V(absent) removes the file cargoship wrote and its kube-apiserver arguments. Omitted, both stay as they are.
+    type: raw
   pod_security:
     description:
-      - The AdmissionConfiguration document for pod-security admission.
-      - Omit to have none from cargoship (the file it wrote is removed).
-    type: dict
+      - The AdmissionConfiguration document for pod-security admission, as a mapping.
+      - V(absent) removes the file cargoship wrote and its kube-apiserver argument. Omitted, both stay as they are.
+    type: raw
   audit_log:
     description:
       - Audit log retention, C(maxage) (days), C(maxbackup) (files) and C(maxsize) (MB), passed to
@@ -72,8 +76,11 @@ options:
         guide's 30, 10 and 100; on RKE2, which sets them itself, only the keys given are passed.
     type: dict
   chart_values:
-    description: Chart name to C(namespace) and C(values), written as HelmChartConfig manifests.
-    type: dict
+    description:
+      - Chart name to C(namespace) and C(values), written as HelmChartConfig manifests. A chart given as
+        V(absent), or no longer listed, has its manifest removed.
+      - V(absent) as a whole removes every chart manifest cargoship wrote. Omitted, the manifests stay as they are.
+    type: raw
   layout:
     description:
       - Where the engine keeps its files on this host, as its settings say (M(cargoship.engine.engine_info)
@@ -85,7 +92,8 @@ options:
   with_charts:
     description:
       - Manage the chart value manifests on this node (every server, since each applies its own
-        manifests directory). A C(cargoship-*.yaml) manifest of a chart no longer in O(chart_values) is removed.
+        manifests directory). When O(chart_values) is given, a C(cargoship-*.yaml) manifest of a chart no
+        longer in it is removed.
     type: bool
     default: false
   state:
@@ -146,6 +154,14 @@ EXAMPLES = r"""
     backup_id: "{{ cargoship_run_id }}"
   become: true
 
+- name: Remove the registries.yaml cargoship wrote (asked for explicitly)
+  cargoship.engine.engine_config:
+    engine: k3s
+    node_role: agent
+    registries: absent
+    backup_id: "{{ cargoship_run_id }}"
+  become: true
+
 - name: Put the previous configuration back
   cargoship.engine.engine_config:
     engine: rke2
@@ -186,6 +202,13 @@ changes:
     restart:
       description: Whether the engine must restart to read this change.
       type: bool
+kept:
+  description:
+    - One note per kind of configuration that was omitted while the file cargoship wrote of it is on the
+      host, naming the file and the value that would remove it.
+  returned: always
+  type: list
+  elements: str
 restart_required:
   description: Whether any change needs an engine restart.
   returned: always

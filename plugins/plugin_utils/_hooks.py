@@ -13,52 +13,91 @@ CLUSTER_READY = "cluster_ready"
 HOOK_KEYS = {"name": str, "command": str, "tasks": str, "run_on": str, "become": bool, "may_fail": bool}
 
 
-def hook_points(phase: str) -> list[str]:
-    return [f"{phase}.{when}.{role}" for when in ("before", "after") for role in NODE_ROLES]
+def roles_of(phase: dict) -> tuple[str, ...]:
+    """The node roles a phase runs for: a phase of the controllers' (workers') play reaches only
+    controllers (workers), so a hook point of the other role would never fire."""
+    return {"controllers": ("controller",), "workers": ("worker",)}.get(phase.get("play", ""), NODE_ROLES)
+
+
+def hook_points(phase: dict) -> list[str]:
+    return [f"{phase['name']}.{when}.{role}" for when in ("before", "after") for role in roles_of(phase)]
 
 
 def all_hook_points(phases: list[dict]) -> list[str]:
-    return [point for phase in phases for point in hook_points(phase["name"])] + [CLUSTER_READY]
+    return [point for phase in phases for point in hook_points(phase)] + [CLUSTER_READY]
 
 
-def validate(hooks: object, phases: list[dict]) -> None:
-    """Raise ValueError naming the key path of the first problem in ``cargoship_hooks``."""
+def _kind(value: object) -> str:
+    """A value's kind in YAML's words (never a Python or Ansible class name)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    for kind, name in ((int, "a number"), (float, "a number"), (str, "a string"), (dict, "a mapping"), (list, "a list")):
+        if isinstance(value, kind):
+            return name
+    return "a value of another kind"
+
+
+def problems(hooks: object, phases: list[dict]) -> list[str]:
+    """Every problem in ``cargoship_hooks``, each naming its key path."""
     if not isinstance(hooks, dict):
-        raise ValueError(
-            f"cargoship_hooks: expected a mapping of hook point to a list of hooks, got {type(hooks).__name__}"
-        )
+        return [f"cargoship_hooks: expected a mapping of hook point to a list of hooks, got {_kind(hooks)}"]
     points = all_hook_points(phases)
+    found = []
     for point, entries in hooks.items():
         where = f'cargoship_hooks["{point}"]'
         if point not in points:
+            phase, _, rest = str(point).partition(".")
+            other = next((p for p in phases if p["name"] == phase and rest.split(".")[-1] in NODE_ROLES), None)
+            if other is not None and rest.count(".") == 1 and rest.split(".")[0] in ("before", "after"):
+                found.append(
+                    f"{where}: never fires: {phase} runs for {' and '.join(r + 's' for r in roles_of(other))} "
+                    f"only (its hook points: {', '.join(hook_points(other))})"
+                )
+                continue
             hint = difflib.get_close_matches(str(point), points, n=1, cutoff=0.6)
-            raise ValueError(
+            found.append(
                 f"{where}: not a hook point"
                 + (f" (did you mean {hint[0]}?)" if hint else "")
-                + "; hook points are <phase>.before|after.controller|worker and cluster_ready"
+                + "; hook points are <phase>.before|after.controller|worker and cluster_ready (cargoship phase list)"
             )
+            continue
         if not isinstance(entries, list) or not entries:
-            raise ValueError(f"{where}: expected a non-empty list of hooks")
+            found.append(f"{where}: expected a non-empty list of hooks, got {_kind(entries)}")
+            continue
         for index, hook in enumerate(entries):
-            here = f"{where}[{index}]"
-            if not isinstance(hook, dict):
-                raise ValueError(f"{here}: expected a mapping with name and command or tasks")
-            for key, value in hook.items():
-                if key is True:
-                    raise ValueError(
-                        f"{here}: a key read as true: write run_on, not on (YAML reads an unquoted on as true)"
-                    )
-                if key not in HOOK_KEYS:
-                    hint = difflib.get_close_matches(str(key), list(HOOK_KEYS), n=1, cutoff=0.6)
-                    raise ValueError(f"{here}.{key}: unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
-                if not isinstance(value, HOOK_KEYS[key]):
-                    raise ValueError(f"{here}.{key}: expected {HOOK_KEYS[key].__name__}, got {type(value).__name__}")
-            if not hook.get("name"):
-                raise ValueError(f"{here}.name: required (it names the hook in the report)")
-            if ("command" in hook) == ("tasks" in hook):
-                raise ValueError(f"{here}: give exactly one of command and tasks")
-            if hook.get("run_on", "node") not in ("node", "control"):
-                raise ValueError(f"{here}.run_on: node (the default) or control, not {hook['run_on']!r}")
+            found += _hook_problems(f"{where}[{index}]", hook)
+    return found
+
+
+def _hook_problems(here: str, hook: object) -> list[str]:
+    if not isinstance(hook, dict):
+        return [f"{here}: expected a mapping with name and command or tasks, got {_kind(hook)}"]
+    found = []
+    for key, value in hook.items():
+        if key is True:
+            found.append(f"{here}: a key read as true: write run_on, not on (YAML reads an unquoted on as true)")
+        elif key not in HOOK_KEYS:
+            hint = difflib.get_close_matches(str(key), list(HOOK_KEYS), n=1, cutoff=0.6)
+            found.append(f"{here}.{key}: unknown key" + (f" (did you mean '{hint[0]}'?)" if hint else ""))
+        elif not isinstance(value, HOOK_KEYS[key]):
+            wanted = "true or false" if HOOK_KEYS[key] is bool else "a string"
+            found.append(f"{here}.{key}: expected {wanted}, got {_kind(value)}")
+    if not hook.get("name"):
+        found.append(f"{here}.name: required (it names the hook in the report)")
+    if ("command" in hook) == ("tasks" in hook):
+        found.append(f"{here}: give exactly one of command and tasks")
+    if hook.get("run_on", "node") not in ("node", "control"):
+        found.append(f"{here}.run_on: node (the default) or control, not {hook['run_on']!r}")
+    return found
+
+
+def validate(hooks: object, phases: list[dict]) -> None:
+    """Raise ValueError naming the key path of every problem in ``cargoship_hooks``."""
+    found = problems(hooks, phases)
+    if found:
+        raise ValueError("; ".join(found))
 
 
 def steps(planned: list[dict], hooks: dict, entry_of) -> list[dict]:

@@ -9,6 +9,10 @@ assessed or unassessed) follows from the same gate the playbook uses, so no task
 
 from __future__ import annotations
 
+import json
+import os
+import re
+
 from ansible_collections.cargoship.engine.plugins.plugin_utils._node_progress import NodeProgress
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases, plan
 
@@ -16,6 +20,22 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import en
 SCHEMA_VERSION = 1
 HOOKS = "hooks"  # what the callback passes for a task of the hooks role outside any phase role
 CLUSTER_READY = "cluster_ready"
+
+
+def collection_version() -> str:
+    """The collection's version: its MANIFEST.json once installed, its galaxy.yml in a checkout."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    try:
+        with open(os.path.join(root, "MANIFEST.json"), encoding="utf-8") as handle:
+            return str(json.load(handle)["collection_info"]["version"])
+    except (OSError, ValueError, KeyError):
+        pass
+    try:
+        with open(os.path.join(root, "galaxy.yml"), encoding="utf-8") as handle:
+            found = re.search(r"^version:\s*['\"]?([^'\"\s]+)", handle.read(), re.MULTILINE)
+    except OSError:
+        found = None
+    return found.group(1) if found else "unknown"
 
 
 def change_of(item: object) -> object:
@@ -44,6 +64,12 @@ class RunReport:
         self.nodes: dict[str, str] = {}  # inventory name -> node name, where they differ
         self.node_progress = NodeProgress()  # nodes whose sync window is open
         self.run_id = ""
+        self.version = collection_version()
+        # Whether a task of the collection reported (else the playbook was not cargoship's: no report).
+        self.seen_cargoship = False
+        # Failures outside any phase: the input's problems (validate_input), no host to work on (fleet).
+        self.errors: list[dict] = []
+        self.host_states: dict[str, str] = {}  # host -> ok, failed or unreachable
         self.inventory_args = "-i INVENTORY"  # how the recover command printed for a node names the inventory
 
     def _entry(self, phase: str, host: str) -> dict:
@@ -53,6 +79,12 @@ class RunReport:
     def result(self, host: str, phase: str | None, task_name: str, result: dict, status: str) -> None:
         """Feed one task result of ``phase`` (``status``: ok, changed, failed, unreachable, skipped)."""
         self.seen_hosts.add(host)
+        if status == "unreachable":
+            self.host_states[host] = "unreachable"
+        elif status == "failed":
+            self.host_states[host] = "unreachable" if self.host_states.get(host) == "unreachable" else "failed"
+        else:
+            self.host_states.setdefault(host, "ok")
         if status in ("ok", "changed"):
             self.node_progress.feed(host, result)
             self.run_id = (result.get("ansible_facts") or {}).get("connect_run_id") or self.run_id
@@ -67,8 +99,13 @@ class RunReport:
             point = self.hook_point.get(host, "")
             phase = point if point == CLUSTER_READY else point.split(".", 1)[0]
         if phase not in self.hosts and phase != CLUSTER_READY:
+            if status == "failed":
+                self.note_error(host, result)
             return
         entry = self._entry(phase, host)
+        for note in result.get("kept") or []:
+            if note not in entry.setdefault("notes", []):
+                entry["notes"].append(note)
         if status in ("failed", "unreachable"):
             entry["failed"] = True
             entry["messages"].append(f"{task_name}: {result.get('msg', status)}")
@@ -91,6 +128,18 @@ class RunReport:
                 entry["changes"] += [task_name] * sum(1 for r in result["results"] if r.get("changed"))
             else:
                 entry["changes"].append(task_name)
+
+    def note_error(self, host: str, result: dict) -> None:
+        """A failure outside the phases: the input's problems (each with its hosts), or one message."""
+        if isinstance(result.get("input_errors"), list):
+            self.errors += [e for e in result["input_errors"] if e not in self.errors]
+            return
+        error = {"message": str(result.get("msg", "failed")), "hosts": [host]}
+        same = next((e for e in self.errors if e["message"] == error["message"]), None)
+        if same is None:
+            self.errors.append(error)
+        elif host not in same["hosts"]:
+            same["hosts"].append(host)
 
     def host_status(self, phase: dict, entry: dict) -> str:
         if entry["failed"]:
@@ -129,6 +178,7 @@ class RunReport:
                         "status": self.host_status(phase, entry),
                         "changes": entry["changes"],
                         **({"messages": entry["messages"]} if entry["messages"] else {}),
+                        **({"notes": entry["notes"]} if entry.get("notes") else {}),
                         **({"node": self.nodes[host]} if host in self.nodes else {}),
                         **({"locked_by": entry["locked_by"]} if entry.get("locked_by") else {}),
                     }
@@ -146,10 +196,15 @@ class RunReport:
         report = {
             "schema_version": SCHEMA_VERSION,
             "operation": self.operation,
+            "version": self.version,
+            "run_id": self.run_id,
             "dry_run": self.dry_run,
             "work_found": work_found,
+            "hosts": {host: {"status": state} for host, state in sorted(self.host_states.items())},
             "phases": phases,
         }
+        if self.errors:
+            report["errors"] = self.errors
         if self.selected:
             report["selected_phase"] = self.selected
         if self.nodes:
@@ -188,6 +243,7 @@ def phase_lines(phase: dict) -> list[str]:
             lines.append(f"{label}: {'; '.join(names)}")
         elif detail.get("messages") and detail["status"] == "failed":
             lines.append(f"{label}: {detail['messages'][-1]}")
+        lines += [f"{label}: {note}" for note in detail.get("notes") or []]
     if not lines and phase["status"] in ("unassessed", "skipped") and phase["hosts"]:
         lines.append(next(iter(phase["hosts"].values())).get("messages", [""])[0])
     return lines
@@ -223,9 +279,33 @@ def report_rows(report: dict) -> list[tuple[str, str, str, str, list[str]]]:
     return rows
 
 
+def error_lines(report: dict) -> list[str]:
+    """The run's failures outside its phases (the input's problems first of all), a line each."""
+    lines = []
+    for error in report.get("errors") or []:
+        hosts = error.get("hosts") or []
+        where = [", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")] if hosts else []
+        where += [error["origin"]] if error.get("origin") else []
+        lines.append(f"error: {error['message']}" + (f" ({'; '.join(where)})" if where else ""))
+    return lines
+
+
+def reached_no_phase(report: dict) -> bool:
+    """The run ended before any phase reached a host (bad input, no host to work on)."""
+    return all(h["status"] == "unassessed" for p in report["phases"] for h in p["hosts"].values())
+
+
+NOTHING_RUN = "nothing was run on any host"
+
+
 def render_text(report: dict) -> str:
     """The report as plain text, a line per phase that never folds (ansible-playbook's output, CI logs)."""
     title = report_title(report)
+    errors = error_lines(report)
+    if errors:
+        title += "\n" + "\n".join(errors)
+    if reached_no_phase(report):
+        return f"{title}\n{NOTHING_RUN}"
     rows = [COLUMNS] + [(*row[:4], " | ".join(row[4])) for row in report_rows(report)]
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     lines = [title, ""]

@@ -52,6 +52,7 @@ def test_the_playbook_names_no_phase_and_asks_for_each_play_once_in_order():
     plays = yaml.safe_load(text)
     hosts = {p["name"]: p.get("hosts") for p in plays if "tasks" in p}
     assert list(hosts.values()) == [
+        "cargoship_controllers:cargoship_workers",  # the input's validation, on the control host
         "cargoship_controllers:cargoship_workers",
         "cargoship_controllers",
         "cargoship_workers",

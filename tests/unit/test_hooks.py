@@ -25,7 +25,7 @@ PHASES = load_phases(operation="engine-config-sync")
             ".run_on: node (the default) or control",
         ),
         ({"cluster_ready": [{"name": "x", "comand": "a"}]}, ".comand: unknown key (did you mean 'command'?)"),
-        ({"cluster_ready": [{"name": "x", "command": "a", "may_fail": "yes"}]}, ".may_fail: expected bool"),
+        ({"cluster_ready": [{"name": "x", "command": "a", "may_fail": "yes"}]}, ".may_fail: expected true or false, got a string"),
     ],
 )
 def test_bad_hooks_are_rejected_naming_the_key_path(hooks, message):
@@ -56,7 +56,24 @@ def test_steps_are_the_same_for_every_host_and_in_the_documented_order():
     ]
 
 
-def test_hook_points_cover_both_roles_and_cluster_ready():
+def test_hook_points_cover_the_roles_each_phase_runs_for_and_cluster_ready():
     points = _hooks.all_hook_points(PHASES)
     assert "lock.before.controller" in points and "disconnect.after.worker" in points
-    assert points[-1] == "cluster_ready" and len(points) == 12 * 4 + 1
+    # The sync phases run in their own role's play: a hook of the other role there would never fire.
+    assert "sync_controller.after.controller" in points and "sync_controller.after.worker" not in points
+    assert "sync_worker.before.worker" in points and "sync_worker.before.controller" not in points
+    assert points[-1] == "cluster_ready" and len(points) == 10 * 4 + 2 * 2 + 1
+
+
+def test_every_hook_problem_is_named_at_once_and_a_point_that_never_fires_says_why():
+    hooks = {
+        "sync_controller.before.worker": [{"name": "x", "command": "true"}],
+        "sync_worker.after.workr": [{"name": "y", "command": "true"}],
+        "cluster_ready": [{"command": "a", "tasks": "b.yml"}],
+    }
+    found = _hooks.problems(hooks, PHASES)
+    assert found[0].startswith('cargoship_hooks["sync_controller.before.worker"]: never fires: sync_controller runs')
+    assert "for controllers only" in found[0]
+    assert "did you mean sync_worker.after.worker?" in found[1]
+    assert any(".name: required" in f for f in found) and any("exactly one of command and tasks" in f for f in found)
+    assert len(found) == 4

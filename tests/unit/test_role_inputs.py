@@ -18,7 +18,8 @@ AGREES = {
     "str": {"str", "path"},
     "profile": {"str"},
     "concurrency": {"str", "raw"},
-    "any": {"dict", "list", "raw"},
+    "hooks": {"dict", "raw"},
+    "phase": {"str"},
 }
 
 
@@ -59,6 +60,8 @@ def test_the_playbooks_roles_are_included_without_checking_their_specs_again():
         if "ansible.builtin.include_role" in task
     ]
     assert includes and all(include.get("rolespec_validate") is False for include in includes)
-    # validate_input runs first in the first phase, once, on the control host.
-    connect = yaml.safe_load((REPO / "roles" / "connect" / "tasks" / "main.yml").read_text())
-    assert "cargoship.engine.validate_input" in connect[0] and connect[0]["run_once"] is True
+    # validate_input runs in the play right after the fleet is found, once, on the control host, before
+    # the first play that contacts a host.
+    validation = playbook[1]["tasks"][0]
+    assert "cargoship.engine.validate_input" in validation and validation["run_once"] is True
+    assert validation["delegate_to"] == "localhost"
