@@ -15,7 +15,7 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
 
-.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog compat dist clean docs molecule
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog compat dist collection clean docs molecule
 
 help:
 	@echo "make demo    - bring up local test hosts and run the main job on them"
@@ -27,6 +27,7 @@ help:
 	@echo "make docs    - write the phase tables and role argument specs from the phase declarations"
 	@echo "make compat  - the unit tests on Python 3.12 and 3.13 with ansible-core 2.20"
 	@echo "make dist    - the wheel (collection inside) and the source distribution, in dist/"
+	@echo "make collection - the collection tarball (for ansible-galaxy, AWX), in dist/"
 
 deps: apt venv
 
@@ -72,6 +73,10 @@ molecule: venv
 
 docs: venv
 	$(PY) -m cargoship_runner.docs
+
+# The collection tarball alone (what ansible-galaxy installs, and the execution environment takes), into dist/.
+collection: venv
+	mkdir -p dist && $(VENV)/bin/ansible-galaxy collection build --force --output-path dist .
 
 # The wheel (with the collection inside) and the source distribution, into dist/.
 dist: venv

@@ -106,7 +106,7 @@ class GuardedHandler:
             return True
         try:
             self.handler(event)
-        except Exception as exc:  # noqa: BLE001 - any failure of the handler must stop the run, not hang it
+        except Exception as exc:
             if self.error is None:
                 self.error = f"{type(exc).__name__}: {exc}"
         return True

@@ -141,7 +141,9 @@ def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]
 def shown(hosts: list[str], every: int) -> str:
     if len(hosts) == every and every > 1:
         return "every host"
-    names = ", ".join(hosts[:SHOWN_HOSTS]) + (f" and {len(hosts) - SHOWN_HOSTS} more" if len(hosts) > SHOWN_HOSTS else "")
+    names = ", ".join(hosts[:SHOWN_HOSTS]) + (
+        f" and {len(hosts) - SHOWN_HOSTS} more" if len(hosts) > SHOWN_HOSTS else ""
+    )
     return f"host{'s' if len(hosts) > 1 else ''} {names}"
 
 
@@ -169,7 +171,9 @@ class ActionModule(ActionBase):
                 for (message, origin), on in problems.items()
             ]
             lines = [
-                f"  - {e['message']} ({shown(e['hosts'], len(hosts))}" + (f"; {e['origin']}" if "origin" in e else "") + ")"
+                f"  - {e['message']} ({shown(e['hosts'], len(hosts))}"
+                + (f"; {e['origin']}" if "origin" in e else "")
+                + ")"
                 for e in errors
             ]
             count = f"{len(errors)} problem{'s' if len(errors) > 1 else ''}"

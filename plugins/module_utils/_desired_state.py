@@ -150,7 +150,7 @@ class Problems:
 
     def raise_any(self) -> None:
         if self.found:
-            raise InputError("; ".join(message for message, _ in self.found))
+            raise InputError("; ".join(found[0] for found in self.found))
 
 
 def _check(value: object, spec: object, where: str, problems: Problems) -> None:
@@ -258,7 +258,7 @@ def _check_pod_security(document: dict, where: str, problems: Problems) -> None:
             problems.add(f"{here}.defaults: expected a mapping, got {kind_name(defaults)}", defaults)
             defaults = {}
         for key, value in defaults.items():
-            mode, _, version = str(key).partition("-")
+            mode, version = str(key).partition("-")[::2]
             if mode not in PSA_MODES or version not in ("", "version"):
                 allowed = [f"{m}{s}" for m in PSA_MODES for s in ("", "-version")]
                 hint = _closest(str(key), allowed)

@@ -48,7 +48,7 @@ def problems(hooks: object, phases: list[dict]) -> list[str]:
     for point, entries in hooks.items():
         where = f'cargoship_hooks["{point}"]'
         if point not in points:
-            phase, _, rest = str(point).partition(".")
+            phase, rest = str(point).partition(".")[::2]
             other = next((p for p in phases if p["name"] == phase and rest.split(".")[-1] in NODE_ROLES), None)
             if other is not None and rest.count(".") == 1 and rest.split(".")[0] in ("before", "after"):
                 found.append(

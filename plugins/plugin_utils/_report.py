@@ -148,6 +148,8 @@ class RunReport:
             return "skipped"
         if phase["dry_run_label"] == "runs, reads only":
             return "ran"
+        if phase["housekeeping"] and not self.dry_run:
+            return "ran"  # the run's own bookkeeping (its lock), which leaves no change behind
         if not entry["changes"]:
             return "nothing to do"
         return "would run" if self.dry_run else "ran"

@@ -4,6 +4,7 @@ address (so inventory names are not node names), and inventories that select not
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -186,9 +187,29 @@ def test_removing_a_setting_removes_exactly_what_cargoship_wrote_for_it(lab, tmp
     chart_file = f"{server}/manifests/cargoship-traefik.yaml"
     wait_for(lambda: "traefik" in chart_configs(lab), "the chart values to be applied", 30)
 
+    # The desired state not loaded at all (the hosts file passed from elsewhere, its group_vars/ unread):
+    # nothing is removed or restarted, and the dry run says per host what it keeps.
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(full / "hosts.yml", bare / "hosts.yml")
+    starts = {name: lab.starts(name) for name in lab.hosts}
+    listing = "ls -lR --time-style=+%s.%N /etc/rancher/k3s /var/lib/rancher/k3s/server"
+    files = {name: lab.sh(name, listing, check=False).stdout for name in lab.hosts}
+    dry = cargoship("engine-config-sync", "-i", str(bare / "hosts.yml"), "--dry-run", "--detailed-exitcode")
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    kept = "registries: not in this inventory; /etc/rancher/k3s/registries.yaml written by cargoship is kept"
+    assert all(f"{name}: {kept} (set cargoship_registries: absent" in dry.stdout for name in lab.hosts), dry.stdout
+    assert f"c1: audit policy: not in this inventory; {server}/cargoship-audit-policy.yaml" in dry.stdout
+    assert f"c1: chart values: not in this inventory; {chart_file}" in dry.stdout
+    real = cargoship("engine-config-sync", "-i", str(bare / "hosts.yml"), "--confirm")
+    assert real.returncode == 0, real.stdout + real.stderr
+    assert {name: lab.starts(name) - starts[name] for name in lab.hosts} == {"c1": 0, "w1": 0, "w2": 0}
+    assert {name: lab.sh(name, listing, check=False).stdout for name in lab.hosts} == files  # names, sizes, mtimes
+    assert "traefik" in chart_configs(lab), "chart values the inventory does not name are not deleted"
+
     # No audit policy and no chart values any more: the controller restarts once, the workers not at all.
     starts = {name: lab.starts(name) for name in lab.hosts}
-    without_audit = desired_inventory(lab, tmp_path / "a", cargoship_audit_policy=None, cargoship_chart_values=None)
+    without_audit = desired_inventory(lab, tmp_path / "a", cargoship_audit_policy="absent", cargoship_chart_values="absent")
     result = cargoship("engine-config-sync", "-i", str(without_audit), "--confirm")
     assert result.returncode == 0, result.stdout + result.stderr
     assert {name: lab.starts(name) - starts[name] for name in lab.hosts} == {"c1": 1, "w1": 0, "w2": 0}
@@ -208,10 +229,10 @@ def test_removing_a_setting_removes_exactly_what_cargoship_wrote_for_it(lab, tmp
     nothing = desired_inventory(
         lab,
         tmp_path / "b",
-        cargoship_audit_policy=None,
-        cargoship_chart_values=None,
-        cargoship_pod_security=None,
-        cargoship_registries=None,
+        cargoship_audit_policy="absent",
+        cargoship_chart_values="absent",
+        cargoship_pod_security="absent",
+        cargoship_registries="absent",
     )
     result = cargoship("engine-config-sync", "-i", str(nothing), "--confirm")
     assert result.returncode == 0, result.stdout + result.stderr

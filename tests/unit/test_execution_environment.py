@@ -51,4 +51,24 @@ def test_the_awx_definition_makes_a_build_context(tmp_path):
     assert "ansible-core>=2.19,<2.21" in containerfile
     assert "ansible-galaxy collection install" in containerfile
     required = yaml.safe_load((tmp_path / "_build" / "requirements.yml").read_text())
-    assert required["collections"][0]["name"].endswith("cargoship/engine.git")
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    assert required["collections"] == [{"name": f"collections/cargoship-engine-{version}.tar.gz", "type": "file"}]
+
+
+def test_the_collection_tarball_carries_the_collection_alone(tmp_path):
+    """What `make collection` builds: the collection's own files, none of the checkout's test bed or packaging."""
+    import tarfile
+
+    galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
+    built = subprocess.run(
+        [galaxy, "collection", "build", "--output-path", str(tmp_path), str(REPO)], capture_output=True, text=True,
+        check=False,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    (tarball,) = tmp_path.glob("cargoship-engine-*.tar.gz")
+    names = tarfile.open(tarball).getnames()
+    tops = {name.split("/")[0] for name in names}
+    assert {"plugins", "roles", "playbooks", "meta", "MANIFEST.json", "FILES.json", "README.md"} <= tops
+    assert not tops & {"tests", "molecule", "setup.py", "cargoship_runner", "dist", "Makefile", "pyproject.toml"}
+    assert not [top for top in tops if top.startswith(".")]  # no checkout state (.venv, .lab, caches, .git)
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]

@@ -1,0 +1,370 @@
+"""The mistakes every operator makes, answered before any host is touched: text that looks like markup,
+bad values, misspelt or missing variables, contradictory options, a report that could not be written,
+and a desired state that was not loaded at all (which must never mean "remove")."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+from test_modules import run_module
+
+from ansible_collections.cargoship.engine.plugins.action import validate_input
+from ansible_collections.cargoship.engine.plugins.module_utils import _desired_state as ds
+from cargoship_runner import cli, operation, output, render
+from cargoship_runner.progress import Progress
+from cargoship_runner.runner import GuardedHandler, RunOutcome
+
+REPO = Path(__file__).resolve().parents[2]
+MARKUP_LIKE = ["[/path]", "[red]", "[k3s, rke2]", "[bold]x[/bold]", "[/x]"]
+
+
+@pytest.fixture
+def screen(monkeypatch):
+    """What the command's own consoles print (their settings unchanged)."""
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(output.console, "file", out)
+    monkeypatch.setattr(output.errors, "file", err)
+    return lambda: out.getvalue() + err.getvalue()
+
+
+def test_progress_prints_markup_like_text_verbatim(screen):
+    progress = Progress()
+    for text in MARKUP_LIKE:
+        progress(
+            {
+                "event": "runner_on_failed",
+                "event_data": {
+                    "host": f"h{text}",
+                    "task": f"t{text}",
+                    "role": "cargoship.engine.connect",
+                    "res": {"msg": f"endpoint {text} refused"},
+                },
+            }
+        )
+    shown = screen()
+    for text in MARKUP_LIKE:
+        assert f"t{text} failed on h{text}: endpoint {text} refused" in shown
+
+
+@pytest.mark.parametrize("output_kind", ["table", "plain"])
+def test_the_report_prints_markup_like_cells_verbatim(screen, output_kind):
+    report = {
+        "schema_version": 1,
+        "operation": "engine-config-sync",
+        "dry_run": True,
+        "work_found": True,
+        "phases": [
+            {
+                "name": "sync_worker",
+                "title": "Sync workers",
+                "dry_run_label": "reported, not run",
+                "status": "would run",
+                "hosts": {
+                    f"w{i}": {"status": "would run", "changes": [f"write {text}"]} for i, text in enumerate(MARKUP_LIKE)
+                },
+            }
+        ],
+    }
+    render.render_report(report, output_kind)
+    shown = " ".join(screen().split())  # a table may fold a long cell
+    for text in MARKUP_LIKE:
+        assert f"write {text}" in shown
+
+
+def test_a_handler_that_raises_stops_the_run_instead_of_dying_and_keeps_tracking():
+    seen = []
+
+    def handler(event):
+        seen.append(event["n"])
+        if event["n"] == 1:
+            raise ValueError("[/path] is not markup")
+
+    guarded = GuardedHandler(handler)
+    assert guarded({"n": 0}) is True and not guarded.failed
+    assert guarded({"n": 1}) is True and guarded.failed
+    assert guarded({"n": 2}) is True
+    assert seen == [0, 1, 2] and guarded.error == "ValueError: [/path] is not markup"
+
+
+def bad_inventory(tmp_path: Path, group_vars: dict, hosts: dict | None = None) -> Path:
+    """Hosts that cannot be reached at all (a closed port on this machine): input errors must never get
+    as far as trying them."""
+    inventory = {
+        "all": {
+            "vars": {"cargoship_engine": "k3s", "ansible_host": "127.0.0.1", "ansible_port": 9},
+            "children": hosts
+            or {"controllers": {"hosts": {"c1": None}}, "workers": {"hosts": {"w1": None, "w2": None}}},
+        }
+    }
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "hosts.yml").write_text(yaml.safe_dump(inventory))
+    (tmp_path / "group_vars" / "all.yml").write_text(yaml.safe_dump(group_vars))
+    return tmp_path / "hosts.yml"
+
+
+def cargoship(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "cargoship"), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_an_invalid_endpoint_through_the_command_exits_1_in_seconds_naming_every_error(tmp_path):
+    inventory = bad_inventory(
+        tmp_path,
+        {
+            "cargoship_registries": {
+                "mirrors": {"docker.io": {"endpoint": ["ftp://x", "[/path]"]}, "registry.k8s.io": None}
+            },
+            "cargoship_registires": {},
+            "cargoship_audit_policy": {
+                "apiVersion": "audit.k8s.io/v1",
+                "kind": "Policy",
+                "rules": [{"level": "Everything"}],
+            },
+            "cargoship_work_concurrency": "[k3s, rke2]",
+        },
+    )
+    started = time.monotonic()
+    result = cargoship(
+        "engine-config-sync", "-i", str(inventory), "--dry-run", "--report-json", str(tmp_path / "r.json")
+    )
+    assert time.monotonic() - started < 30
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown  # never 3 (unreachable): no host was tried
+    assert "unreachable" not in shown and "Traceback" not in shown and "_AnsibleTagged" not in shown
+    assert 'cargoship_registries.mirrors["docker.io"].endpoint[0]: not an endpoint' in shown and "'ftp://x'" in shown
+    assert "'[/path]'" in shown and "'[k3s, rke2]'" in shown
+    assert "cargoship_registires: unknown variable (did you mean cargoship_registries?)" in shown
+    assert "'Everything' is not one of None, Metadata, Request, RequestResponse" in shown
+    assert f"{tmp_path}/group_vars/all.yml:" in shown  # where the value was read
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["run_id"] and report["version"] and len(report["errors"]) == 5
+    assert all(e["hosts"] == ["c1", "w1", "w2"] for e in report["errors"])
+
+
+def test_no_host_in_the_groups_still_writes_the_report(tmp_path):
+    inventory = bad_inventory(tmp_path, {}, hosts={"servers": {"hosts": {"s1": None}}})
+    result = cargoship(
+        "engine-config-sync", "-i", str(inventory), "--dry-run", "--report-json", str(tmp_path / "r.json")
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert "no host to work on" in report["errors"][0]["message"]
+
+
+def test_every_problem_of_the_desired_state_is_found_at_once():
+    problems = ds.problems_of(
+        {
+            "engine": "k3s",
+            "registries": {"mirrors": {"docker.io": {"endpont": []}, "quay.io": {"endpoint": ["ftp://q"]}}},
+            "audit_policy": {
+                "apiVersion": "audit.k8s.io/v1",
+                "kind": "Policy",
+                "omitStages": ["RequestRecieved"],
+                "rules": [{"level": "Metadata", "omitStages": ["Panic"]}, {"level": "everything"}, {}],
+            },
+            "pod_security": {
+                "apiVersion": "apiserver.config.k8s.io/v1",
+                "kind": "AdmissionConfiguration",
+                "plugins": [
+                    {
+                        "name": "PodSecurity",
+                        "configuration": {
+                            "defaults": {
+                                "enforce": "strictest",
+                                "warn-version": "latest",
+                                "audit-version": "1.30",
+                                "enfroce": "baseline",
+                            },
+                            "exemptions": {"namespaces": ["kube-system"], "users": []},
+                        },
+                    }
+                ],
+            },
+            "chart_values": {"traefik": "remove"},
+        }
+    )
+    messages = [found[0] for found in problems.found]
+    expected = [
+        "endpont: unknown key (did you mean 'endpoint'?)",
+        "'ftp://q'",
+        "omitStages[0]: 'RequestRecieved' is not one of RequestReceived",
+        "rules[1].level: 'everything' is not one of None, Metadata, Request, RequestResponse",
+        "rules[2].level: required",
+        "defaults.enforce: 'strictest' is not one of privileged, baseline, restricted",
+        "defaults.audit-version: expected latest or v1.<minor>, got '1.30'",
+        "defaults.enfroce: unknown key (did you mean 'enforce'?)",
+        "exemptions.users: unknown key",
+        "cargoship_chart_values.traefik: expected a mapping (namespace, values), or absent, got a string",
+    ]
+    for text in expected:
+        assert any(text in m for m in messages), (text, messages)
+    assert len(messages) == len(expected)
+    assert not any("Tagged" in m or "NoneType" in m for m in messages)
+
+
+def test_the_embedded_registry_form_and_absent_are_accepted():
+    state = ds.validate({"engine": "k3s", "registries": {"mirrors": {"registry.k8s.io": None, "docker.io": None}}})
+    rendered = ds.render(state, "agent", False)[0]
+    assert yaml.safe_load(rendered["content"]) == {"mirrors": {"registry.k8s.io": None, "docker.io": None}}
+    assert (
+        ds.render(ds.validate({"engine": "k3s", "registries": "absent", "audit_policy": "absent"}), "server", True)
+        == []
+    )
+    with pytest.raises(ds.InputError, match="or absent to remove what cargoship wrote, got 'none'"):
+        ds.validate({"engine": "k3s", "registries": "none"})
+
+
+@pytest.mark.parametrize(
+    ("name", "problem"),
+    [
+        ("cargship_registries", "cargship_registries: unknown variable (did you mean cargoship_registries?)"),
+        (
+            "registries",
+            "registries: not a cargoship variable, and cargoship ignores it (did you mean cargoship_registries?)",
+        ),
+        ("cargoship_pod_securty", "did you mean cargoship_pod_security?"),
+        ("ingress_chart_values", None),
+        ("engine", None),
+        ("ansible_host", None),
+    ],
+)
+def test_near_misses_of_known_names_are_errors(name, problem):
+    found = validate_input.name_problem(name)
+    assert (found is None) if problem is None else (problem in found)
+
+
+def test_a_kind_given_as_null_is_an_error_and_one_not_given_is_not():
+    phases = validate_input.load_phases()
+    null = validate_input.host_problems({"cargoship_engine": "k3s", "cargoship_registries": None}, phases)
+    assert [found[0] for found in null] == [
+        "cargoship_registries: empty (null); give its value, or absent to remove what cargoship wrote of it "
+        "(a kind the inventory does not name at all is left as the hosts have it)"
+    ]
+    assert validate_input.host_problems({"cargoship_engine": "k3s"}, phases) == []
+
+
+def layout_of(root: Path) -> dict:
+    return {
+        "config_file": str(root / "etc" / "config.yaml"),
+        "data_dir": str(root / "data"),
+        "private_registry": str(root / "etc" / "registries.yaml"),
+    }
+
+
+POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Metadata"}]}
+PSA = {"apiVersion": "apiserver.config.k8s.io/v1", "kind": "AdmissionConfiguration", "plugins": []}
+
+
+def test_a_kind_the_state_does_not_name_is_kept_and_noted_and_absent_removes_it(tmp_path):
+    layout = layout_of(tmp_path)
+    common = {"engine": "k3s", "node_role": "server", "layout": layout, "with_charts": True}
+    full = {
+        **common,
+        "registries": {"mirrors": {"docker.io": {"endpoint": ["https://m.example"]}}},
+        "audit_policy": POLICY,
+        "pod_security": PSA,
+        "chart_values": {"traefik": {"values": {"replicas": 2}}},
+        "backup_id": "run1",
+        "backup_root": str(tmp_path / "backups"),
+    }
+    written = run_module("engine_config", full)
+    assert written["changed"] and len(written["changes"]) == 5, written
+    before = {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file() and "backups" not in p.parts}
+
+    nothing = run_module("engine_config", common, check_mode=True)
+    assert nothing["changed"] is False and nothing["changes"] == [], nothing
+    assert nothing["kept"] == [
+        f"registries: not in this inventory; {layout['private_registry']} written by cargoship is kept "
+        "(set cargoship_registries: absent to remove it)",
+        f"audit policy: not in this inventory; {tmp_path}/data/server/cargoship-audit-policy.yaml written by "
+        "cargoship is kept (set cargoship_audit_policy: absent to remove it)",
+        f"pod security: not in this inventory; {tmp_path}/data/server/cargoship-pod-security.yaml written by "
+        "cargoship is kept (set cargoship_pod_security: absent to remove it)",
+        f"chart values: not in this inventory; {tmp_path}/data/server/manifests/cargoship-traefik.yaml written by "
+        "cargoship is kept (set cargoship_chart_values: absent to remove it)",
+    ]
+
+    # Only the audit policy asked away: its file and arguments go, the pod-security argument stays.
+    audit_gone = run_module(
+        "engine_config",
+        {**common, "audit_policy": "absent", "backup_id": "run2", "backup_root": str(tmp_path / "backups")},
+    )
+    assert {(c["kind"], c["action"]) for c in audit_gone["changes"]} == {
+        ("audit_policy", "remove"),
+        ("config", "update"),
+    }
+    dropin = yaml.safe_load((tmp_path / "etc" / "config.yaml.d" / "90-cargoship.yaml").read_text())
+    assert dropin == {
+        "kube-apiserver-arg+": [f"admission-control-config-file={tmp_path}/data/server/cargoship-pod-security.yaml"]
+    }
+    after = {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file() and "backups" not in p.parts}
+    assert {p for p in before if p not in after} == {tmp_path / "data" / "server" / "cargoship-audit-policy.yaml"}
+    assert all(after[p] == before[p] for p in after if p.name != "90-cargoship.yaml")
+
+
+class Recorder:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, options, on_event=None):
+        self.calls.append(options)
+        report = {"schema_version": 1, "operation": "x", "dry_run": options.dry_run, "work_found": False, "phases": []}
+        return RunOutcome(0, report, [], "RUN", False)
+
+
+@pytest.fixture
+def recorder(monkeypatch, tmp_path):
+    recorder = Recorder()
+    monkeypatch.setattr(operation, "run_playbook", recorder)
+    (tmp_path / "hosts.yml").write_text("all: {}\n")
+    recorder.inventory = str(tmp_path / "hosts.yml")
+    return recorder
+
+
+def test_the_inventorys_work_concurrency_stands_unless_the_option_is_given(recorder):
+    assert CliRunner().invoke(cli.main, ["engine-config-sync", "-i", recorder.inventory, "--dry-run"]).exit_code == 0
+    assert "cargoship_work_concurrency" not in recorder.calls[-1].extravars
+    CliRunner().invoke(cli.main, ["engine-config-sync", "-i", recorder.inventory, "--dry-run", "-w", "25%"])
+    assert recorder.calls[-1].extravars["cargoship_work_concurrency"] == "25%"
+
+
+def test_ansible_spellings_work_and_mean_what_they_mean_in_ansible(recorder):
+    result = CliRunner().invoke(
+        cli.main, ["engine-config-sync", "-i", recorder.inventory, "--check", "-l", "w*", "-f", "7"]
+    )
+    assert result.exit_code == 0, result.output
+    options = recorder.calls[-1]
+    assert (options.dry_run, options.limit, options.forks) == (True, "w*", 7)
+    # -c is ansible-playbook's --connection: never something else here.
+    assert CliRunner().invoke(cli.main, ["engine-config-sync", "-i", recorder.inventory, "-c", "5"]).exit_code != 0
+
+
+def test_contradictions_and_unwritable_reports_are_refused_before_the_run(recorder, tmp_path, screen):
+    def refused(*args: str) -> str:
+        result = CliRunner().invoke(cli.main, ["engine-config-sync", "-i", recorder.inventory, *args])
+        assert result.exit_code == 64, args
+        return screen()
+
+    assert "--dry-run and --confirm contradict each other" in refused("--dry-run", "--confirm")
+    assert "no such directory" in refused("--dry-run", "--report-json", str(tmp_path / "no" / "r.json"))
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    assert "is a symbolic link" in refused("--dry-run", "--report-json", str(tmp_path / "link.json"))
+    assert "ask on a terminal and there is none" in refused("--dry-run", "-K")
+    assert recorder.calls == []  # nothing ran
