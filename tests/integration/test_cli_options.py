@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -163,7 +164,30 @@ def test_import_playbook_from_a_site_playbook_gives_the_same_report(fleet, tmp_p
         env={**os.environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "site.json")},
     )
     assert imported.returncode == 0, imported.stdout[-3000:]
-    assert json.loads((tmp_path / "site.json").read_text()) == json.loads((tmp_path / "cli.json").read_text())
+    site_report, cli_report = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("site", "cli"))
+    assert site_report.pop("run_id") and cli_report.pop("run_id")  # each run has its own
+    assert site_report == cli_report
+
+    # Converged through the site playbook, a second run changes nothing on any host: through ansible-playbook
+    # (what molecule's idempotence step and Ansible users read) and through the command (-v shows the recap).
+    def recap(text: str) -> dict:
+        return dict(re.findall(r"^(\S+)\s+: ok=\d+\s+changed=(\d+)", text, re.MULTILINE))
+
+    site_env = {**os.environ, "CARGOSHIP_REPORT_JSON": str(tmp_path / "real.json")}
+    for attempt in ("converge", "again"):  # the recap of the second is read below
+        real = subprocess.run(
+            ["ansible-playbook", "-i", str(inventory), str(site)],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+            env=site_env,
+        )
+        assert real.returncode == 0, attempt + ": " + real.stdout[-3000:]
+    assert recap(real.stdout) and set(recap(real.stdout).values()) == {"0"}, real.stdout[-3000:]
+    command = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "-v")
+    assert command.returncode == 0, command.stdout[-3000:] + command.stderr
+    assert recap(command.stdout) and set(recap(command.stdout).values()) == {"0"}, command.stdout[-3000:]
 
 
 def test_unlock_breaks_a_lock_whoever_holds_it(fleet, tmp_path):

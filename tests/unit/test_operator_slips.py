@@ -95,6 +95,32 @@ def test_a_handler_that_raises_stops_the_run_instead_of_dying_and_keeps_tracking
     assert seen == [0, 1, 2] and guarded.error == "ValueError: [/path] is not markup"
 
 
+def test_a_handler_failing_in_a_real_run_of_ansible_runner_ends_it_and_says_why(tmp_path):
+    """Through ansible-runner itself: the handler raises on the first event; the run returns (it used to
+    hang for ever) with the handler's error and a failed outcome."""
+    import signal
+
+    from cargoship_runner.runner import RunOptions, run_playbook
+
+    inventory = bad_inventory(tmp_path, {})
+
+    def handler(event):
+        raise RuntimeError("[/x] printed as markup")
+
+    def hung(signum, frame):
+        raise AssertionError("the run hung")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(60)
+    try:
+        outcome = run_playbook(RunOptions("engine_config_sync", inventory, True), handler)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert outcome.handler_error == "RuntimeError: [/x] printed as markup"
+    assert outcome.rc != 0 and outcome.stopped_early
+
+
 def bad_inventory(tmp_path: Path, group_vars: dict, hosts: dict | None = None) -> Path:
     """Hosts that cannot be reached at all (a closed port on this machine): input errors must never get
     as far as trying them."""

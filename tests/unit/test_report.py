@@ -99,7 +99,22 @@ def varied_report(dry_run: bool) -> dict:
     report.result("w1", "sync_worker", "Drain", {"msg": "drain refused"}, "failed")
     report.result("c1", "kubeconfig", "m", {"cargoship_phase": {"phase": "kubeconfig", "mode": "disabled"}}, "ok")
     report.result("c1", "hooks", "m", {"cargoship_phase": {"phase": "cluster_ready", "changes": ["hook ran"]}}, "ok")
+    report.result("c1", "sync_controller", "Compare", {"kept": ["chart values: not in this inventory; x kept"]}, "ok")
+    report.result("w2", "connect", "Survey", {"msg": "ssh: connect to host w2 port 22: No route"}, "unreachable")
+    report.result("w1", None, "Validate", {"msg": "bad", "input_errors": [{"message": "x: bad", "hosts": ["w1"]}]}, "failed")
+    report.run_id = "20261203T000000Z-abcdef"
     return report.as_dict()
+
+
+def test_the_report_says_which_run_and_version_made_it_and_how_each_host_ended():
+    report = varied_report(dry_run=False)
+    assert report["run_id"] == "20261203T000000Z-abcdef" and report["version"] == "0.1.0"
+    assert report["hosts"] == {"c1": {"status": "ok"}, "w1": {"status": "failed"}, "w2": {"status": "unreachable"}}
+    assert report["errors"] == [{"message": "x: bad", "hosts": ["w1"]}]
+    sync = next(p for p in report["phases"] if p["name"] == "sync_controller")
+    assert sync["hosts"]["c1"]["notes"] == ["chart values: not in this inventory; x kept"]
+    text = render_text(report)
+    assert "error: x: bad (w1)" in text and "c1: chart values: not in this inventory; x kept" in text
 
 
 @pytest.mark.parametrize("dry_run", [True, False])
