@@ -199,3 +199,46 @@ def test_unlock_breaks_a_lock_whoever_holds_it(fleet, tmp_path):
     result = cargoship("unlock", "-i", str(fleet.inventory), "--yes")
     assert result.returncode == 0, result.stdout + result.stderr
     assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+
+
+def test_ask_become_pass_answers_sudo_that_wants_a_password(fleet, tmp_path):
+    """-K as in ansible-playbook: asked once on the terminal, before anything runs, and given to every sudo."""
+    import labctl
+    import pexpect
+
+    password = "lab-sudo-pass-7c1"
+    rule = {True: "NOPASSWD:ALL", False: "ALL"}
+    for name in fleet.hosts:
+        container = fleet.hosts[name].container
+        labctl.podman("exec", container, "sh", "-c", f"echo '{labctl.SSH_USER}:{password}' | chpasswd")
+        labctl.podman(
+            "exec",
+            container,
+            "sh",
+            "-c",
+            f"echo '{labctl.SSH_USER} ALL=(ALL) {rule[False]}' > /etc/sudoers.d/{labctl.SSH_USER}",
+        )
+    try:
+        without = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--dry-run")
+        assert without.returncode != 0 and "password" in (without.stdout + without.stderr).lower()
+        child = pexpect.spawn(
+            "cargoship",
+            ["engine-config-sync", "-i", str(fleet.inventory), "--dry-run", "-K", "--output", "plain"],
+            encoding="utf-8",
+            timeout=300,
+        )
+        child.expect("BECOME password")
+        child.sendline(password)
+        child.expect(pexpect.EOF)
+        child.close()
+        assert child.exitstatus == 0, child.before
+        assert password not in child.before.split("BECOME password", 1)[-1]
+    finally:
+        for name in fleet.hosts:
+            labctl.podman(
+                "exec",
+                fleet.hosts[name].container,
+                "sh",
+                "-c",
+                f"echo '{labctl.SSH_USER} ALL=(ALL) {rule[True]}' > /etc/sudoers.d/{labctl.SSH_USER}",
+            )
