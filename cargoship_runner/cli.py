@@ -259,7 +259,10 @@ def phase_run(name, force, keep_existing, **run):
         errors.print(f"unknown phase {name!r}; the phases are: {', '.join(known)} (see `cargoship phase list`)")
         sys.exit(EXIT_USAGE)
     # A phase asked for by name runs (kubeconfig and label_nodes included: their roles see cargoship_phase).
-    extravars = {"cargoship_phase": name, "cargoship_force": force, "cargoship_kubeconfig_keep": keep_existing}
+    # --force and --keep-existing are sent only when given: otherwise the inventory's own settings stand.
+    extravars = {"cargoship_phase": name}
+    extravars.update({"cargoship_force": True} if force else {})
+    extravars.update({"cargoship_kubeconfig_keep": True} if keep_existing else {})
     execute(f"phase {name}", extravars, changes_hosts=not read_only(name), **run)
 
 

@@ -31,8 +31,10 @@ MARKUP_LIKE = ["[/path]", "[red]", "[k3s, rke2]", "[bold]x[/bold]", "[/x]"]
 def screen(monkeypatch):
     """What the command's own consoles print (their settings unchanged)."""
     out, err = io.StringIO(), io.StringIO()
-    monkeypatch.setattr(output.console, "file", out)
-    monkeypatch.setattr(output.errors, "file", err)
+    # rich keeps no file of its own until one is set (it writes to the sys.stdout/stderr of the moment):
+    # set and restore that, not the property, which would pin the consoles to this test's streams.
+    monkeypatch.setattr(output.console, "_file", out)
+    monkeypatch.setattr(output.errors, "_file", err)
     return lambda: out.getvalue() + err.getvalue()
 
 
@@ -369,6 +371,14 @@ def test_the_inventorys_work_concurrency_stands_unless_the_option_is_given(recor
     assert "cargoship_work_concurrency" not in recorder.calls[-1].extravars
     CliRunner().invoke(cli.main, ["engine-config-sync", "-i", recorder.inventory, "--dry-run", "-w", "25%"])
     assert recorder.calls[-1].extravars["cargoship_work_concurrency"] == "25%"
+
+
+def test_phase_run_switches_are_sent_only_when_given(recorder):
+    CliRunner().invoke(cli.main, ["phase", "run", "host_facts", "-i", recorder.inventory])
+    assert recorder.calls[-1].extravars == {"cargoship_phase": "host_facts"}
+    CliRunner().invoke(cli.main, ["phase", "run", "host_facts", "-i", recorder.inventory, "--force", "--keep-existing"])
+    extravars = recorder.calls[-1].extravars
+    assert extravars["cargoship_force"] is True and extravars["cargoship_kubeconfig_keep"] is True
 
 
 def test_ansible_spellings_work_and_mean_what_they_mean_in_ansible(recorder):
