@@ -134,11 +134,19 @@ compat: venv
 	  PATH=$(CURDIR)/$$env/bin:$$PATH $$env/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
 	done
 
+# Each step's wall time goes to .cache/test-steps.tsv and every test's figures to .cache/test-ledger.jsonl;
+# tests/tools/suite_time.py prints where the time went (docs/testing.md holds the last full run's).
+STEPS  := .cache/test-steps.tsv
+LEDGER := $(CURDIR)/.cache/test-ledger.jsonl
+timed = start=$$(date +%s); $(2); rc=$$?; printf '%s\t%s\n' '$(1)' $$(( $$(date +%s) - start )) >> $(STEPS); exit $$rc
+
 test: deps
-	$(MAKE) lint
-	$(MAKE) compat
-	$(MAKE) molecule
-	$(VENV)/bin/pytest tests --durations=20 $(PYTEST_ARGS)
+	@mkdir -p .cache && rm -f $(STEPS) $(LEDGER) $(LEDGER).runs
+	@$(call timed,make lint,$(MAKE) lint)
+	@$(call timed,make compat,$(MAKE) compat)
+	@$(call timed,make molecule,$(MAKE) molecule)
+	@$(call timed,pytest,CARGOSHIP_TEST_LEDGER=$(LEDGER) $(VENV)/bin/pytest tests --durations=20 $(PYTEST_ARGS))
+	@$(PY) tests/tools/suite_time.py --ledger $(LEDGER) --steps $(STEPS) || true
 
 clean: lab-down
 	rm -rf $(VENV) .cache

@@ -18,6 +18,33 @@ os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
 
 from labhosts import LabManager  # noqa: E402
 
+sys.path.insert(0, str(REPO / "tests" / "tools"))
+import suite_ledger  # noqa: E402
+
+# With a ledger (make test), cargoship and ansible-playbook are counted per test on their way in.
+_wrappers = suite_ledger.install_wrappers(Path(sys.executable).parent)
+if _wrappers is not None:
+    os.environ["PATH"] = f"{_wrappers}{os.pathsep}{os.environ['PATH']}"
+
+
+LEDGER_OUTCOMES = pytest.StashKey[list]()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Each test's wall time (set-up and tear-down included), runs, restarts and lab builds, to the ledger."""
+    suite_ledger.LEDGER_STATE.start(item)
+    yield
+    outcomes = item.stash.get(LEDGER_OUTCOMES, [])
+    outcome = "failed" if "failed" in outcomes else "skipped" if "skipped" in outcomes else "passed"
+    suite_ledger.LEDGER_STATE.finish(item, outcome)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    made = yield
+    item.stash.setdefault(LEDGER_OUTCOMES, []).append(made.get_result().outcome)
+
 
 def _stop_on_sigterm(signum, frame):
     # pytest runs finalizers on KeyboardInterrupt, not on SIGTERM: turn one into the other so that
@@ -31,6 +58,7 @@ def lab_manager():
         pytest.fail("the lab tests need root (network namespaces, podman); run them through `make test`")
     previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
     manager = LabManager()
+    suite_ledger.LEDGER_STATE.manager = manager
     try:
         yield manager
     finally:

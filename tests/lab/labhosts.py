@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import shlex
 import ssl
 import subprocess
@@ -170,6 +171,11 @@ class LabManager:
 
     def __init__(self) -> None:
         self.current: RunningLab | None = None
+        # For the suite's ledger (tests/tools/suite_ledger.py): each build's seconds, the engine starts a
+        # new lab begins with, and where podman shows each host's files.
+        self.builds: list[float] = []
+        self.starts_at_build = 0
+        self._roots: list[str] | None = None
 
     def get(
         self, hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "", fresh: bool = False
@@ -178,9 +184,42 @@ class LabManager:
         shape = Shape(hosts, controllers, engine, version)
         if fresh or self.current is None or self.current.shape != shape:
             self.teardown()
+            started = time.monotonic()
             self.current = RunningLab(labctl.up(hosts, controllers, engine, version), shape)
+            self.builds.append(time.monotonic() - started)
+            self.starts_at_build = self.ledger_starts()
         return self.current
+
+    def ledger_starts(self) -> int:
+        """The starts a new lab begins with, when the suite keeps its ledger; never an error of the test."""
+        if not os.environ.get("CARGOSHIP_TEST_LEDGER"):
+            return 0
+        try:
+            return sum(self.host_starts())
+        except Exception:
+            return 0
+
+    def roots(self) -> list[str]:
+        """Each host's root directory as podman shows it on this machine (read without SSH)."""
+        if self._roots is None and self.current is not None:
+            self._roots = [
+                labctl.podman("mount", host.container).stdout.strip() for host in self.current.hosts.values()
+            ]
+        return self._roots or []
+
+    def host_starts(self) -> list[int]:
+        """The engine starts recorded on each host of the current lab (0 where none can be read)."""
+        found = []
+        for root in self.roots() if self.current is not None else []:
+            log = f"{root}/var/lib/rancher/{self.current.engine}/lab/starts.log"
+            try:
+                with open(log, encoding="utf-8") as handle:
+                    found.append(len(handle.read().splitlines()))
+            except OSError:
+                found.append(0)
+        return found
 
     def teardown(self) -> None:
         self.current = None
+        self._roots = None
         labctl.down(log=lambda _msg: None)

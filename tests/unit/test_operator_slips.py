@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -140,13 +138,11 @@ def bad_inventory(tmp_path: Path, group_vars: dict, hosts: dict | None = None) -
 
 
 def cargoship(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
-        [str(Path(sys.executable).parent / "cargoship"), *args],
+        ["cargoship", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
         check=False,
         stdin=subprocess.DEVNULL,
     )

@@ -1,0 +1,112 @@
+"""Where the test suite's time goes: a ledger of every test (wall time, cargoship runs, node restarts,
+lab builds), written when CARGOSHIP_TEST_LEDGER names a file (`make test` does). tests/tools/suite_time.py
+turns it into the table of docs/testing.md.
+
+How each figure is taken, without changing what a test does:
+- cargoship runs: `cargoship` and `ansible-playbook` are found first in a directory of wrappers that note
+  the test asking (pytest's PYTEST_CURRENT_TEST, which its subprocesses inherit) and then exec the real
+  command. Runs a test makes in its own process (run_playbook) are not counted; the playbooks a cargoship
+  command starts are not counted twice (the command starts its own ansible-playbook by its path).
+- node restarts: the engine stand-in writes a line to starts.log at every start; the lines of every host
+  of the current lab are read through podman's view of the container's files (no SSH, no exec), before
+  and after each test. The starts of a lab build are not counted.
+- lab builds: the lab manager counts them.
+Nothing here may fail a test: a figure that cannot be read is left out (None)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+LEDGER = os.environ.get("CARGOSHIP_TEST_LEDGER")
+WRAPPED = ("cargoship", "ansible-playbook")
+
+
+def install_wrappers(real_bin: Path) -> Path | None:
+    """A directory of wrappers for the commands counted, to put first on PATH (None when no ledger)."""
+    if not LEDGER:
+        return None
+    directory = Path(tempfile.mkdtemp(prefix="cargoship-ledger-bin-"))
+    runs = f"{LEDGER}.runs"
+    for name in WRAPPED:
+        wrapper = directory / name
+        wrapper.write_text(
+            "#!/bin/sh\n"
+            f'printf "%s\\t%s\\n" "{name}" "${{PYTEST_CURRENT_TEST%% (*}}" >> "{runs}" 2>/dev/null\n'
+            f'exec "{real_bin / name}" "$@"\n'
+        )
+        wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return directory
+
+
+def runs_of(nodeid: str) -> dict[str, int]:
+    counts = dict.fromkeys(WRAPPED, 0)
+    try:
+        lines = Path(f"{LEDGER}.runs").read_text().splitlines()
+    except OSError:
+        return counts
+    for line in lines:
+        name, test = line.partition("\t")[::2]
+        if test == nodeid and name in counts:
+            counts[name] += 1
+    return counts
+
+
+def starts_of(manager) -> tuple[object, int] | None:
+    """(which lab, engine starts on all its hosts so far), read from the hosts' files as podman sees them."""
+    current = getattr(manager, "current", None)
+    if current is None:
+        return None
+    try:
+        return current, sum(manager.host_starts())
+    except Exception:
+        return None
+
+
+class Ledger:
+    def __init__(self) -> None:
+        self.manager = None
+        self.before: dict = {}
+
+    def start(self, item) -> None:
+        self.before = {"time": time.monotonic(), "builds": self.builds(), "starts": starts_of(self.manager)}
+
+    def builds(self) -> int:
+        return len(getattr(self.manager, "builds", []) or [])
+
+    def finish(self, item, outcome: str) -> None:
+        if not LEDGER or not self.before:
+            return
+        after = starts_of(self.manager)
+        before = self.before["starts"]
+        restarts = None
+        if after is not None:
+            if before is not None and before[0] is after[0]:
+                restarts = after[1] - before[1]
+            else:  # a lab built during this test: its own first starts are not restarts
+                restarts = after[1] - getattr(self.manager, "starts_at_build", after[1])
+        builds = self.builds() - self.before["builds"]
+        record = {
+            "test": item.nodeid,
+            "module": item.nodeid.split("::", 1)[0],
+            "lab": item.get_closest_marker("lab") is not None,
+            "seconds": round(time.monotonic() - self.before["time"], 2),
+            "outcome": outcome,
+            "runs": runs_of(item.nodeid),
+            "restarts": restarts,
+            "lab_builds": builds,
+            "lab_build_seconds": round(sum((getattr(self.manager, "builds", []) or [])[-builds:]) if builds else 0, 1),
+        }
+        try:
+            with open(LEDGER, "a", encoding="utf-8") as handle:
+                handle.write(json.dumps(record) + "\n")
+        except OSError as exc:
+            print(f"suite ledger: cannot write {LEDGER}: {exc}", file=sys.stderr)
+
+
+LEDGER_STATE = Ledger()
