@@ -188,13 +188,7 @@ def _check(value: object, spec: object, where: str, problems: Problems) -> None:
             return
         for key, item in value.items():
             if key not in inner:
-                hint = _closest(str(key), inner)
-                problems.add(
-                    f"{_path(where, key)}: unknown key"
-                    + (f" (did you mean '{hint}'?)" if hint else "")
-                    + f"; allowed: {', '.join(sorted(inner))}",
-                    item,
-                )
+                _unknown_key(_path(where, key), key, sorted(inner), problems, item, show_allowed=True)
                 continue
             _check(item, inner[key], _path(where, key), problems)
 
@@ -204,6 +198,16 @@ def _closest(key: str, options) -> str | None:
 
     found = difflib.get_close_matches(key, list(options), n=1, cutoff=0.6)
     return found[0] if found else None
+
+
+def _unknown_key(where: str, key: object, allowed, problems: Problems, value: object, show_allowed=False) -> None:
+    hint = _closest(str(key), allowed)
+    problems.add(
+        f"{where}: unknown key"
+        + (f" (did you mean '{hint}'?)" if hint else "")
+        + (f"; allowed: {', '.join(allowed)}" if show_allowed else ""),
+        value,
+    )
 
 
 def _one_of(value: object, allowed: tuple, where: str, problems: Problems) -> None:
@@ -261,10 +265,7 @@ def _check_pod_security(document: dict, where: str, problems: Problems) -> None:
             mode, version = str(key).partition("-")[::2]
             if mode not in PSA_MODES or version not in ("", "version"):
                 allowed = [f"{m}{s}" for m in PSA_MODES for s in ("", "-version")]
-                hint = _closest(str(key), allowed)
-                problems.add(
-                    f"{here}.defaults.{key}: unknown key" + (f" (did you mean '{hint}'?)" if hint else ""), value
-                )
+                _unknown_key(f"{here}.defaults.{key}", key, allowed, problems, value)
             elif version:
                 if not (isinstance(value, str) and PSA_VERSION.match(value)):
                     problems.add(f"{here}.defaults.{key}: expected latest or v1.<minor>, got {value!r}", value)
@@ -276,10 +277,7 @@ def _check_pod_security(document: dict, where: str, problems: Problems) -> None:
             continue
         for key, value in exemptions.items():
             if key not in PSA_EXEMPTIONS:
-                hint = _closest(str(key), PSA_EXEMPTIONS)
-                problems.add(
-                    f"{here}.exemptions.{key}: unknown key" + (f" (did you mean '{hint}'?)" if hint else ""), value
-                )
+                _unknown_key(f"{here}.exemptions.{key}", key, PSA_EXEMPTIONS, problems, value)
             else:
                 _check(value, ("list", "str"), f"{here}.exemptions.{key}", problems)
 
@@ -349,13 +347,7 @@ def problems_of(state: dict) -> Problems:
             retention = {}
         for key, value in retention.items():
             if key not in AUDIT_LOG_KEYS:
-                hint = _closest(str(key), AUDIT_LOG_KEYS)
-                problems.add(
-                    f"cargoship_audit_log.{key}: unknown key"
-                    + (f" (did you mean '{hint}'?)" if hint else "")
-                    + f"; allowed: {', '.join(AUDIT_LOG_KEYS)}",
-                    value,
-                )
+                _unknown_key(f"cargoship_audit_log.{key}", key, AUDIT_LOG_KEYS, problems, value, show_allowed=True)
             elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 problems.add(f"cargoship_audit_log.{key}: expected a whole number (0 or more), got {value!r}", value)
     charts = state.get("chart_values")

@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
+from test_cli_habits import Recorder
 from test_modules import run_module
 
 from ansible_collections.cargoship.engine.plugins.action import validate_input
 from ansible_collections.cargoship.engine.plugins.module_utils import _desired_state as ds
 from cargoship_runner import cli, operation, output, render
 from cargoship_runner.progress import Progress
-from cargoship_runner.runner import GuardedHandler, RunOutcome
+from cargoship_runner.runner import GuardedHandler
 
 REPO = Path(__file__).resolve().parents[2]
 MARKUP_LIKE = ["[/path]", "[red]", "[k3s, rke2]", "[bold]x[/bold]", "[/x]"]
@@ -341,16 +342,6 @@ def test_a_kind_the_state_does_not_name_is_kept_and_noted_and_absent_removes_it(
     after = {p: p.read_text() for p in tmp_path.rglob("*") if p.is_file() and "backups" not in p.parts}
     assert {p for p in before if p not in after} == {tmp_path / "data" / "server" / "cargoship-audit-policy.yaml"}
     assert all(after[p] == before[p] for p in after if p.name != "90-cargoship.yaml")
-
-
-class Recorder:
-    def __init__(self):
-        self.calls = []
-
-    def __call__(self, options, on_event=None):
-        self.calls.append(options)
-        report = {"schema_version": 1, "operation": "x", "dry_run": options.dry_run, "work_found": False, "phases": []}
-        return RunOutcome(0, report, [], "RUN", False)
 
 
 @pytest.fixture
