@@ -389,7 +389,12 @@ def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_
     )
     # Valid to cargoship, refused by kube-apiserver: RKE2's static pod crash-loops and the server never
     # signals READY, so `systemctl start` would wait for ever.
-    broken = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
+    broken = {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        # Well-formed to cargoship (its levels and stages are valid), refused by kube-apiserver at start.
+        "rules": [{"level": "Metadata", "resources": [{"group": ""}], "nonResourceURLs": ["/healthz"]}],
+    }
     inventory = desired_inventory(lab, tmp_path / "inv", cargoship_audit_policy=broken, cargoship_service_timeout=15)
     worker_starts = lab.starts("w1")
     result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=300)
@@ -400,5 +405,5 @@ def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_
     assert lab.unit("c1")["ActiveState"] == "active"
     assert lab.node_ready("c1") == "True"
     assert not lab.core.read_node("c1").spec.unschedulable
-    assert "Everything" not in lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
+    assert "nonResourceURLs" not in lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
     assert lab.starts("w1") == worker_starts, "the worker after the failed controller was not touched"

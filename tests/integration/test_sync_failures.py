@@ -27,7 +27,12 @@ def fleet(lab_manager):
 
 
 def test_engine_refusing_new_config_is_rolled_back_and_the_rollout_stops(fleet, tmp_path):
-    broken_policy = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": "Everything"}]}
+    broken_policy = {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        # Well-formed to cargoship (its levels and stages are valid), refused by kube-apiserver at start.
+        "rules": [{"level": "Metadata", "resources": [{"group": ""}], "nonResourceURLs": ["/healthz"]}],
+    }
     # k3s exits on it and systemd restarts it every 5 s for ever: the start fails at the service timeout,
     # 20 s here instead of the default 300 s.
     inventory = desired_inventory(

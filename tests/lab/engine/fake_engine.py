@@ -367,6 +367,13 @@ def check_server_file(kind: str, path: str) -> None:
                 raise EngineError(
                     f"kube-apiserver exited: audit policy {path}: rules[{index}].level: Unsupported value: {level!r}"
                 )
+            # k8s.io/apiserver/pkg/apis/audit/validation (validateResources): a rule may name resources or
+            # non-resource URLs, not both; kube-apiserver refuses such a policy at start.
+            if isinstance(rule, dict) and rule.get("resources") and rule.get("nonResourceURLs"):
+                raise EngineError(
+                    f"kube-apiserver exited: audit policy {path}: rules[{index}].nonResourceURLs: Invalid value: "
+                    "rules cannot apply to both regular resources and non-resource URLs"
+                )
 
 
 def load_registries(flavor: str, config: dict) -> tuple[dict, dict[str, str]]:
