@@ -19,6 +19,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
 )
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
+from ansible_collections.cargoship.engine.plugins.plugin_utils._report import hosts_text
 
 try:  # Where Ansible read a value (file:line:column); ansible-core 2.19 tags what it loads with it.
     from ansible._internal._datatag._tags import Origin
@@ -61,7 +62,6 @@ KNOWN = set(DESIRED) | set(OPTIONS)
 BARE_NAMES = {name.removeprefix("cargoship_"): name for name in DESIRED if name != "cargoship_engine"}
 NEAR_MISS = 0.88
 BOOLEAN_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"}
-SHOWN_HOSTS = 5
 
 
 def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> list[str]:
@@ -139,12 +139,8 @@ def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]
 
 
 def shown(hosts: list[str], every: int) -> str:
-    if len(hosts) == every and every > 1:
-        return "every host"
-    names = ", ".join(hosts[:SHOWN_HOSTS]) + (
-        f" and {len(hosts) - SHOWN_HOSTS} more" if len(hosts) > SHOWN_HOSTS else ""
-    )
-    return f"host{'s' if len(hosts) > 1 else ''} {names}"
+    text = hosts_text(hosts, every)
+    return text if text == "every host" else f"host{'s' if len(hosts) > 1 else ''} {text}"
 
 
 class ActionModule(ActionBase):

@@ -281,12 +281,23 @@ def report_rows(report: dict) -> list[tuple[str, str, str, str, list[str]]]:
     return rows
 
 
+SHOWN_HOSTS = 5
+
+
+def hosts_text(hosts: list[str], every: int | None = None) -> str:
+    """Hosts as a line names them: "every host" when they are all ``every`` of them, else the first few."""
+    if every is not None and len(hosts) == every > 1:
+        return "every host"
+    more = f" and {len(hosts) - SHOWN_HOSTS} more" if len(hosts) > SHOWN_HOSTS else ""
+    return ", ".join(hosts[:SHOWN_HOSTS]) + more
+
+
 def error_lines(report: dict) -> list[str]:
     """The run's failures outside its phases (the input's problems first of all), a line each."""
     lines = []
     for error in report.get("errors") or []:
         hosts = error.get("hosts") or []
-        where = [", ".join(hosts[:5]) + (f" and {len(hosts) - 5} more" if len(hosts) > 5 else "")] if hosts else []
+        where = [hosts_text(hosts)] if hosts else []
         where += [error["origin"]] if error.get("origin") else []
         lines.append(f"error: {error['message']}" + (f" ({'; '.join(where)})" if where else ""))
     return lines
