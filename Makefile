@@ -51,7 +51,7 @@ lab-up: deps
 	$(PY) tests/lab/labctl.py up --hosts $(HOSTS) --controllers $(CONTROLLERS) --engine $(ENGINE) --version "$(VERSION)"
 
 lab-down:
-	@if [ -x $(PY) ]; then $(PY) tests/lab/labctl.py down; else python3 tests/lab/labctl.py down; fi
+	@if [ -x $(PY) ]; then $(PY) tests/lab/labctl.py down --all; else python3 tests/lab/labctl.py down --all; fi
 
 # The main job: three test hosts whose engine config drifted from examples/group_vars/all.yml,
 # a dry run showing what would change, the real run, and a second dry run showing nothing to do.

@@ -30,6 +30,13 @@ def is_ready(node) -> bool:
     return any(c.type == "Ready" and c.status == "True" for c in (node.status.conditions or []))
 
 
+def pause(began: float) -> None:
+    """The wait between two looks at something that is about to change: short at first, so that an
+    answer already there is seen at once, then longer (0.2 s growing to 1 s over 8 s), so that a long
+    wait does not load the API server."""
+    time.sleep(min(1.0, 0.2 + (time.monotonic() - began) / 10))
+
+
 def back_since(core, name: str, since: datetime.datetime) -> tuple[bool, str]:
     """Whether a kubelet started after ``since`` runs and reports the node Ready; if not, why not."""
     node = core.read_node(name)
@@ -237,13 +244,14 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
                 ready=is_ready(node),
             )
         time.sleep(p["retry_delay"])
+    evicted = time.monotonic()
     while not all(pod_gone(core, pod) for pod in pods):
         silent = kubelet_silent(module, lease_age(core, node_name))
         if silent:
             return [*changes, terminate_later(node_name, silent)]
         if time.monotonic() > deadline:
             module.fail_json(msg=f"timed out waiting for evicted pods of {node_name} to terminate", changes=changes)
-        time.sleep(1)
+        pause(evicted)
     return changes
 
 
@@ -258,10 +266,11 @@ def pod_gone(core, pod) -> bool:
 
 
 def wait_until(module, condition, what: str, deadline: float) -> None:
+    began = time.monotonic()
     while not condition():
         if time.monotonic() > deadline:
             module.fail_json(msg=f"timed out waiting for {what}")
-        time.sleep(1)
+        pause(began)
 
 
 def lease_renewed(core, name: str) -> datetime.datetime | None:
@@ -296,7 +305,14 @@ def check_known(core, module) -> dict:
         for node, hosts in sorted(by_node.items())
         if len(hosts) > 1
     ]
-    existing = {n.metadata.name for n in core.list_node().items}
+    listed = core.list_node().items
+    existing = {n.metadata.name for n in listed}
+    # Nodes an interrupted run cordoned and left so: the sync gives them back, and needs no call without one.
+    left_cordoned = sorted(
+        n.metadata.name
+        for n in listed
+        if n.spec and n.spec.unschedulable and CORDONED_BY in (n.metadata.annotations or {})
+    )
     for host, node in sorted(node_of.items()):
         if node not in existing:
             named = "" if node == host else " (its engine's node name)"
@@ -306,7 +322,12 @@ def check_known(core, module) -> dict:
             msg="hosts and nodes do not match: " + "; ".join(problems) + ". Nothing was touched",
             problems=problems,
         )
-    return {"changed": False, "changes": [], "renamed": {h: n for h, n in node_of.items() if h != n}}
+    return {
+        "changed": False,
+        "changes": [],
+        "renamed": {h: n for h, n in node_of.items() if h != n},
+        "left_cordoned": [name for name in left_cordoned if name in set(map(str, node_of.values()))],
+    }
 
 
 def check_safe_to_stop(core, module) -> dict:
@@ -347,13 +368,14 @@ def wait_ready(core, module) -> None:
         since = parse_time(p["restarted_after"])
     except ValueError:
         module.fail_json(msg=f"restarted_after is not an RFC 3339 time: {p['restarted_after']!r}")
+    began = time.monotonic()
     while True:
         back, why = back_since(core, p["name"], since)
         if back:
             return
         if time.monotonic() > deadline:
             module.fail_json(msg=f"node {p['name']} not back within {p['timeout']}s: {why}", ready=False)
-        time.sleep(1)
+        pause(began)
 
 
 # -- one handler per (state, what it works on); each returns the module's result -----------------------

@@ -1,13 +1,14 @@
 # Copyright: cargoship developers
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The Kubernetes API calls cargoship makes, as plain REST over the kubernetes client's own connection
-(its address, TLS settings, proxy and credentials, refreshed tokens included), by the names the typed
-client gives them.
+"""The Kubernetes API calls cargoship makes, as plain REST over the connection _kube_access gives (the
+standard library's where the credentials allow, else the kubernetes client's, with its address, TLS
+settings, proxy and credentials, refreshed tokens included), by the names the typed client gives them.
 
 Why not the typed API classes: importing them is most of a module call's cost. With kubernetes 37,
 ``CoreV1Api`` alone takes about a second to import (it builds a pydantic model class for every type it
 names), and every cluster_node call is a fresh process; ``ApiClient`` and the kubeconfig loader take
-0.4 s. The objects read come back as :class:`Resource`, whose fields read as the typed models' do.
+0.15 s more, which _kube_access saves for token and client-certificate credentials. The objects read come
+back as :class:`Resource`, whose fields read as the typed models' do.
 """
 
 from __future__ import annotations
@@ -16,10 +17,15 @@ import datetime
 import json
 import urllib.parse
 
-try:
-    from kubernetes.client.rest import ApiException
-except ImportError:  # the modules report the missing library themselves
-    ApiException = Exception
+
+class ApiException(Exception):
+    """A refusal of the API server: its HTTP ``status`` and ``reason``, and the ``body`` (its Status
+    object, JSON), as the kubernetes client's exception of that name carries them."""
+
+    def __init__(self, status: int = 0, reason: str = "", body: str = ""):
+        super().__init__(f"({status}) Reason: {reason}")
+        self.status, self.reason, self.body = status, reason, body
+
 
 # Fields whose value maps user keys to values: read as dicts, as the typed models give them.
 MAPS = frozenset({"labels", "annotations", "matchLabels", "nodeSelector", "data", "capacity", "allocatable"})
@@ -71,7 +77,7 @@ class Resource:
 
 class KubeApi:
     """The calls of the typed client's CoreV1Api, PolicyV1Api, CoordinationV1Api and CustomObjectsApi that
-    cargoship makes, same names and arguments; failures raise the client's ``ApiException`` (``status``,
+    cargoship makes, same names and arguments; failures raise :class:`ApiException` (``status``,
     ``reason``, ``body``)."""
 
     def __init__(self, api_client):
@@ -100,9 +106,7 @@ class KubeApi:
         """The decoded JSON answer of one request (None for an empty one); ApiException for a refusal."""
         status, reason, text = self.send(method, path, query, body, content_type)
         if not 200 <= status < 300:
-            error = ApiException(status=status, reason=reason)
-            error.body = text
-            raise error
+            raise ApiException(status=status, reason=reason, body=text)
         return json.loads(text) if text.strip() else None
 
     def get(self, path: str, **query) -> Resource:

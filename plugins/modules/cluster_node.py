@@ -157,6 +157,14 @@ renamed:
   description: With O(state=known), the hosts whose node name differs from their inventory name, and that name.
   returned: with O(state=known)
   type: dict
+left_cordoned:
+  description:
+    - With O(state=known), the hosts' nodes that a cargoship run cordoned and left so (an interrupted run).
+    - O(state=released) gives them back once Ready; with none, a run need not ask.
+  returned: with O(state=known)
+  type: list
+  elements: str
+  sample: [worker-2]
 ready:
   description: Whether the node (with O(names), every node) is Ready at the end.
   returned: with O(name), or O(names) and O(state=ready)
@@ -177,7 +185,12 @@ import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
+    ARGUMENT_SPEC,
+    LibraryMissing,
+    api_client,
+    describe,
+)
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import (
     NODE_STATES,
     all_ready,
@@ -191,17 +204,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes impor
     release,
     uncordoned,
 )
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi
-
-try:
-    from kubernetes.client.rest import ApiException
-
-    HAS_KUBERNETES = True
-    IMPORT_ERROR = None
-except ImportError:
-    HAS_KUBERNETES = False
-    IMPORT_ERROR = traceback.format_exc()
-
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
 
 HANDLERS = {
     ("known", "node_of"): check_known,
@@ -244,8 +247,6 @@ def main() -> None:
         required_one_of=[("name", "names", "node_of")],
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     p = module.params
     if p["name"] and p["names"]:
         module.fail_json(msg="name and names are mutually exclusive")
@@ -262,6 +263,8 @@ def main() -> None:
         result = handler(KubeApi(api_client(p)), module)
     except ApiException as exc:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
+    except LibraryMissing:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
         module.fail_json(
             msg=f"cannot reach the Kubernetes API with {describe(p)}: {exc}", exception=traceback.format_exc()

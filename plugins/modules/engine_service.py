@@ -102,7 +102,8 @@ from ansible_collections.cargoship.engine.plugins.module_utils._engines import L
 from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import touch_if_held
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
 
-POLL_SECONDS = 0.5
+# systemctl show on the host itself: cheap enough to look often, so that a start is seen when it happens.
+POLL_SECONDS = 0.2
 STOPPED = ("inactive", "failed")
 
 

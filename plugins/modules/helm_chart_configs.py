@@ -61,17 +61,13 @@ import traceback
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import MANAGED_BY, chart_addon_name
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi
-
-try:
-    from kubernetes.client.rest import ApiException
-
-    HAS_KUBERNETES = True
-    IMPORT_ERROR = None
-except ImportError:
-    HAS_KUBERNETES = False
-    IMPORT_ERROR = traceback.format_exc()
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
+    ARGUMENT_SPEC,
+    LibraryMissing,
+    api_client,
+    describe,
+)
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
 
 SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 
@@ -85,8 +81,6 @@ def main() -> None:
         },
         supports_check_mode=True,
     )
-    if not HAS_KUBERNETES:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=IMPORT_ERROR)
     keep = {tuple(entry.split("/", 1)) for entry in module.params["keep"]}
     changes = []
     try:
@@ -111,6 +105,8 @@ def main() -> None:
                     raise
     except ApiException as exc:
         module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
+    except LibraryMissing:
+        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
         module.fail_json(
             msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}",

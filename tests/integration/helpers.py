@@ -41,6 +41,22 @@ def desired_inventory(lab, directory: Path, **overrides) -> Path:
     return directory
 
 
+def lock_keepers() -> list[str]:
+    """The lock keepers of runs this test process started (their environment names this process's lab
+    slot), not those of a lab in another slot."""
+    slot = f"CARGOSHIP_LAB_SLOT={labctl.SLOT.number}".encode()
+    found = subprocess.run(["pgrep", "-f", "_lock_keeper.py"], capture_output=True, text=True, check=False)
+    mine = []
+    for pid in found.stdout.split():
+        try:
+            environment = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # ended meanwhile
+        if slot in environment:  # tests/conftest.py sets the slot for every run a test starts
+            mine.append(pid)
+    return mine
+
+
 def wait_for(condition, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import labctl
 import pytest
 import yaml
 from helpers import cargoship, desired_inventory
@@ -26,7 +27,8 @@ def fleet(lab_manager):
 def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tmp_path):
     inventory = desired_inventory(fleet, tmp_path / "inv")
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())
-    hosts["all"]["children"]["workers"]["hosts"]["w9"] = {"ansible_host": "172.31.251.250", "ansible_ssh_timeout": 3}
+    nobody = str(labctl.SUBNET.network_address + 250)  # in the lab's subnet, no host there
+    hosts["all"]["children"]["workers"]["hosts"]["w9"] = {"ansible_host": nobody, "ansible_ssh_timeout": 3}
     (inventory / "hosts.yml").write_text(yaml.safe_dump(hosts))
     result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
     assert result.returncode == 3, result.stdout + result.stderr

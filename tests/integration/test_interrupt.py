@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 import yaml
-from helpers import budget_refusing_every_eviction, engine_files, wait_for
+from helpers import budget_refusing_every_eviction, engine_files, lock_keepers, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -55,8 +54,7 @@ def assert_as_before(lab, before: dict) -> None:
         assert lab.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, f"lock left on {name}"
 
     def no_keeper() -> bool:
-        keepers = subprocess.run(["pgrep", "-f", "_lock_keeper.py"], capture_output=True, text=True, check=False)
-        return keepers.stdout.split() == []
+        return lock_keepers() == []
 
     # The keeper looks for its run every second and finishes a touch it has begun (an ssh round trip).
     wait_for(no_keeper, "the lock keeper to end with its run", 15)
@@ -139,13 +137,19 @@ def test_a_second_ctrl_c_stops_the_recovery_and_says_how_to_finish_it(fleet):
             lambda: fleet.sh("c1", "systemctl is-active k3s", check=False).stdout.strip() == "activating",
             "c1's engine to be starting on its new config",
         )
+        delayed = "journalctl -u k3s --no-pager -o cat | grep -c 'start-up delayed'"
+        starts_begun = int(fleet.sh("c1", delayed, check=False).stdout.strip() or 0)
         run.send_signal(signal.SIGINT)
         lines = []
         for line in run.stdout:
             lines.append(line)
             if "putting them back as they were" in line:
                 break
-        time.sleep(3)  # the recovery is now restarting c1 on its previous files, which takes 8 s
+        # The recovery is now restarting c1 on its previous files, which takes 8 s: seen once it has begun.
+        wait_for(
+            lambda: int(fleet.sh("c1", delayed, check=False).stdout.strip() or 0) > starts_begun,
+            "the recovery to be starting c1 again",
+        )
         run.send_signal(signal.SIGINT)
         output = "".join(lines) + run.communicate(timeout=300)[0]
     finally:

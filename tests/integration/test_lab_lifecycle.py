@@ -52,7 +52,7 @@ def test_up_clears_a_crashed_run_and_down_leaves_no_trace(lab_manager):
     )
     assert ping.returncode == 0, ping.stdout
     present = labctl.traces()
-    assert {"container cslab-c1", "container cslab-w1", f"link {labctl.BRIDGE}"} <= set(present)
+    assert {f"container {labctl.PREFIX}-c1", f"container {labctl.PREFIX}-w1", f"link {labctl.BRIDGE}"} <= set(present)
 
     lab_manager.teardown()
     assert labctl.traces() == []

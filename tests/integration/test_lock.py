@@ -10,12 +10,11 @@ from pathlib import Path
 import labctl
 import pytest
 import yaml
-from helpers import budget_refusing_every_eviction, cargoship, start_cargoship, wait_for
+from helpers import budget_refusing_every_eviction, cargoship, lock_keepers, start_cargoship, wait_for
 
 pytestmark = pytest.mark.lab
 
 REPO = Path(__file__).resolve().parents[2]
-LOCK = "/var/lib/cargoship/lock.json"
 STALE_AFTER = 6
 
 
@@ -32,24 +31,19 @@ def fleet(lab_manager):
         yield lab
 
 
-def lock_age(lab, host: str) -> float | None:
-    out = lab.sh(host, f"test -e {LOCK} && echo $(( $(date +%s) - $(stat -c %Y {LOCK}) ))", check=False).stdout.strip()
-    return float(out) if out else None
-
-
 def keepers() -> list[str]:
-    return subprocess.run(
-        ["pgrep", "-f", "_lock_keeper.py"], capture_output=True, text=True, check=False
-    ).stdout.split()
+    return lock_keepers()
 
 
 def test_a_live_run_keeps_its_lock_through_a_drain_longer_than_the_stale_window(fleet):
     first = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
     try:
         wait_for(lambda: fleet.core.read_node("c1").spec.unschedulable, "the first run to start draining c1")
-        time.sleep(STALE_AFTER * 2)
-        for host in fleet.hosts:
-            assert lock_age(fleet, host) < STALE_AFTER, f"lock on {host} went stale under a live run"
+        # Watched all along a drain twice as long as the stale window: no lock ever gets that old.
+        watch_until = time.monotonic() + STALE_AFTER * 2
+        while time.monotonic() < watch_until:
+            for host in fleet.hosts:
+                assert fleet.lock_age(host) < STALE_AFTER, f"lock on {host} went stale under a live run"
         second = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
         assert second.returncode == 4, second.stdout + second.stderr
         assert "locked by run" in second.stderr
@@ -58,7 +52,7 @@ def test_a_live_run_keeps_its_lock_through_a_drain_longer_than_the_stale_window(
     output, _stderr = first.communicate(timeout=300)
     assert first.returncode == 0, output
     for host in fleet.hosts:
-        assert lock_age(fleet, host) is None, f"lock left on {host}"
+        assert fleet.lock_age(host) is None, f"lock left on {host}"
     wait_for(lambda: not keepers(), "the keeper to exit with its run", timeout=10)
 
 
@@ -74,17 +68,23 @@ def test_a_killed_run_leaves_a_lock_that_goes_stale_and_the_next_run_takes_over(
         ["pgrep", "-f", f"ansible-playbook -i {fleet.inventory}"], capture_output=True, text=True, check=False
     )
     assert playbooks.stdout.split() == [], "ansible-playbook outlived the killed cargoship command"
-    age = lock_age(fleet, "c1")
+    age = fleet.lock_age("c1")
     assert age is not None, "the killed run's lock should still be there, going stale"
-    time.sleep(4)
-    assert lock_age(fleet, "c1") >= age + 3, "something still touches the dead run's lock"
+    # Two touch intervals (2 s) go by without a touch: the age only grows.
+
+    def aged_untouched() -> bool:
+        now = fleet.lock_age("c1")
+        assert now is not None and now >= age, "something still touches the dead run's lock"
+        return now >= age + 4
+
+    wait_for(aged_untouched, "the dead run's lock to age two touch intervals", timeout=10)
 
     fleet.policy.delete_namespaced_pod_disruption_budget("hold", "default")
-    wait_for(lambda: lock_age(fleet, "c1") > STALE_AFTER, "the lock to go stale", timeout=30)
+    wait_for(lambda: fleet.lock_age("c1") > STALE_AFTER, "the lock to go stale", timeout=30)
     second = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
     assert second.returncode == 0, second.stdout + second.stderr
     for host in fleet.hosts:
-        assert lock_age(fleet, host) is None
+        assert fleet.lock_age(host) is None
         assert not fleet.core.read_node(host).spec.unschedulable, f"{host} left cordoned"
         assert fleet.loaded(host)["registry_mirrors"] == ["docker.io"]
 
@@ -118,4 +118,4 @@ def test_a_lock_the_keeper_cannot_touch_stops_the_run_instead_of_going_stale(fle
     assert "the lock on w1 could not be kept fresh (sudo: a password is required)" in errors
     # Stopped like Ctrl-C: c1, which it had started on, is given back without a restart.
     assert not fleet.core.read_node("c1").spec.unschedulable
-    assert lock_age(fleet, "c1") is None
+    assert fleet.lock_age("c1") is None

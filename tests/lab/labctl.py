@@ -6,17 +6,24 @@ engine stand-in (``engine/fake_engine.py``) as ``k3s``/``rke2`` under the real s
 Kubernetes API test double (``kube_double.py``) runs on the control host.
 
     python tests/lab/labctl.py up --hosts 3 [--controllers 1] [--engine k3s|rke2] [--version V]
-    python tests/lab/labctl.py down
+    python tests/lab/labctl.py down [--all]
 
 ``up`` clears whatever a crashed earlier run left, then writes ``.lab/inventory.yml`` and
 ``.lab/kubeconfig``. ``down`` removes every container, namespace, link and process the lab started.
 Needs root (network namespaces) and the packages the Makefile's ``lab-deps`` target installs.
+
+Several labs can run side by side, one per slot (``CARGOSHIP_LAB_SLOT``, 0 to 9; the test suite gives
+each of its parallel workers one): a slot has its own names (``cslab`` for slot 0, ``cslab<N>``
+otherwise), bridge, subnet (172.31.251.0/24 for slot 0, one lower per slot), API double and state
+directory (``.lab``, ``.lab-<N>``), and ``up``/``down`` touch their own slot only; ``down --all`` clears
+every slot. The host image and podman's store are shared (the image is built once, under a lock).
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import fcntl
 import hashlib
 import io
 import ipaddress
@@ -39,14 +46,57 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-STATE = Path(os.environ.get("CARGOSHIP_LAB_STATE", REPO / ".lab"))
 CACHE = Path(os.environ.get("CARGOSHIP_LAB_CACHE", "/var/lib/cargoship-lab"))
 RUNROOT = Path("/run/cargoship-lab")
+SLOTS = range(10)
 
-PREFIX = "cslab"
-BRIDGE = "cslab0"
-SUBNET = ipaddress.ip_network("172.31.251.0/24")
-GATEWAY = str(SUBNET.network_address + 1)
+
+@dataclass(frozen=True)
+class Slot:
+    """What one lab has to itself, so that labs in different slots never meet."""
+
+    number: int
+
+    @property
+    def prefix(self) -> str:
+        return "cslab" if self.number == 0 else f"cslab{self.number}"
+
+    @property
+    def bridge(self) -> str:
+        return f"{self.prefix}0"
+
+    @property
+    def subnet(self) -> ipaddress.IPv4Network:
+        return ipaddress.ip_network(f"172.31.{251 - self.number}.0/24")
+
+    @property
+    def gateway(self) -> str:
+        return str(self.subnet.network_address + 1)
+
+    @property
+    def label(self) -> str:
+        """The podman label of this slot's containers (every lab container also has cargoship-lab=1)."""
+        return f"cargoship-lab-slot={self.number}"
+
+    @property
+    def state(self) -> Path:
+        default = REPO / (".lab" if self.number == 0 else f".lab-{self.number}")
+        return Path(os.environ.get("CARGOSHIP_LAB_STATE", default)) if self == SLOT else default
+
+
+def slot_from_environment() -> Slot:
+    text = os.environ.get("CARGOSHIP_LAB_SLOT", "0").strip() or "0"
+    if not text.isdigit() or int(text) not in SLOTS:
+        raise SystemExit(f"labctl: CARGOSHIP_LAB_SLOT must be a number from 0 to 9, not {text!r}")
+    return Slot(int(text))
+
+
+SLOT = slot_from_environment()
+STATE = SLOT.state
+PREFIX = SLOT.prefix
+BRIDGE = SLOT.bridge
+SUBNET = SLOT.subnet
+GATEWAY = SLOT.gateway
 FIRST_HOST = 11
 API_PORT = 6443
 SSH_USER = "cargo"
@@ -178,16 +228,30 @@ def podman_env() -> dict[str, str]:
     conf_dir = CACHE / "conf"
     conf_dir.mkdir(parents=True, exist_ok=True)
     containers_conf = conf_dir / "containers.conf"
-    containers_conf.write_text(
+    write_if_changed(
+        containers_conf,
         '[containers]\ndefault_ulimits = ["nofile=20000:20000", "nproc=32768:32768"]\n'
         '[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-        f'events_logfile_path = "{RUNROOT}/events.log"\n'
+        f'events_logfile_path = "{RUNROOT}/events.log"\n',
     )
     storage_conf = conf_dir / "storage.conf"
-    storage_conf.write_text(
-        f'[storage]\ndriver = "overlay"\ngraphroot = "{CACHE}/storage"\nrunroot = "{RUNROOT}/storage"\n'
+    write_if_changed(
+        storage_conf,
+        f'[storage]\ndriver = "overlay"\ngraphroot = "{CACHE}/storage"\nrunroot = "{RUNROOT}/storage"\n',
     )
     return {**os.environ, "CONTAINERS_CONF": str(containers_conf), "CONTAINERS_STORAGE_CONF": str(storage_conf)}
+
+
+def write_if_changed(path: Path, text: str) -> None:
+    """Replace the file whole (a rename) when its text differs: labs in other slots read it meanwhile."""
+    try:
+        if path.read_text() == text:
+            return
+    except OSError:
+        pass
+    scratch = path.with_name(f".{path.name}.{os.getpid()}")
+    scratch.write_text(text)
+    scratch.replace(path)
 
 
 def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
@@ -213,6 +277,17 @@ def ensure_image(log=print) -> str:
     image = image_name()
     if podman("image", "exists", image, check=False).returncode == 0:
         return image
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / "image.lock", "w", encoding="utf-8") as lock:
+        # Labs in other slots may want it at the same moment: one builds, the others wait and reuse it.
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if podman("image", "exists", image, check=False).returncode == 0:
+            return image
+        build_image(image, log)
+    return image
+
+
+def build_image(image: str, log=print) -> None:
     log(f"building host image {image} (debootstrap {DEBIAN_SUITE}, about a minute)")
     with tempfile.TemporaryDirectory(dir=CACHE) as scratch:
         rootfs = Path(scratch) / "rootfs"
@@ -240,7 +315,6 @@ def ensure_image(log=print) -> str:
         tar.wait()
         if imported.returncode != 0 or tar.returncode != 0:
             raise LabError(f"podman import failed: {imported.stderr.strip()}")
-    return image
 
 
 # -- certificates -------------------------------------------------------------------------------------
@@ -445,6 +519,8 @@ def start_hosts(lab: Lab, image: str, public_key: str) -> None:
             "NET_ADMIN,NET_RAW,AUDIT_WRITE",
             "--label",
             "cargoship-lab=1",
+            "--label",
+            SLOT.label,
             image,
         )
         podman("cp", "--archive=false", "-", f"{host.container}:/", input_bytes=host_files(lab, host, public_key))
@@ -643,21 +719,21 @@ def up(hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str =
     return lab
 
 
-def down(log=print) -> None:
-    """Remove every trace of a lab, also one a crashed run left half built. Safe to run twice."""
+def down(log=print, slot: Slot | None = None) -> None:
+    """Remove every trace of this slot's lab (``slot``: another's), also one a crashed run left half
+    built. Safe to run twice."""
+    slot = slot or SLOT
     # SSH connections into the lab (ansible's ControlPersist masters among them) go first.
-    for pid in ssh_clients_of_lab():
+    for pid in ssh_clients_of_lab(slot):
         try:
             os.kill(pid, signal.SIGTERM)
         except ProcessLookupError:
             pass
     if shutil.which("podman"):
-        names = podman(
-            "ps", "-a", "--filter", "label=cargoship-lab=1", "--format", "{{.Names}}", check=False
-        ).stdout.split()
+        names = containers_of(slot)
         if names:
             podman("rm", "-f", "-t", "0", *names, check=False)
-    pid_file = STATE / "kube-double.pid"
+    pid_file = slot.state / "kube-double.pid"
     if pid_file.exists():
         try:
             os.killpg(int(pid_file.read_text()), signal.SIGTERM)
@@ -665,21 +741,16 @@ def down(log=print) -> None:
             pass
         pid_file.unlink()
     # Also an API double whose pid file a crashed run never wrote or already lost.
-    run(["pkill", "-f", "kube_double.py --listen"], check=False)
-    for ns in run(["ip", "netns", "list"], check=False).stdout.splitlines():
-        name = ns.split()[0] if ns.strip() else ""
-        if not name.startswith(f"{PREFIX}-"):
-            continue
+    run(["pkill", "-f", double_pattern(slot)], check=False)
+    for name in namespaces_of(slot):
         for pid in run(["ip", "netns", "pids", name], check=False).stdout.split():
             try:
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
                 pass
         run(["ip", "netns", "del", name], check=False)
-    for line in run(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
-        name = line.split(":")[1].strip().split("@")[0]
-        if name.startswith(f"{PREFIX}v-") or name == BRIDGE:
-            run(["ip", "link", "del", name], check=False)
+    for name in links_of(slot):
+        run(["ip", "link", "del", name], check=False)
     for leftover in (
         "inventory.yml",
         "kubeconfig",
@@ -692,41 +763,65 @@ def down(log=print) -> None:
         "apiserver.crt",
         "ca.crt",
     ):
-        (STATE / leftover).unlink(missing_ok=True)
+        (slot.state / leftover).unlink(missing_ok=True)
     deadline = time.monotonic() + 10
-    while (left := traces()) and time.monotonic() < deadline:
+    while (left := traces(slot)) and time.monotonic() < deadline:
         time.sleep(0.2)
     if left:
         raise LabError("lab down left: " + "; ".join(left))
-    log("lab down: no lab containers, namespaces, links or processes left")
+    which = "" if slot.number == 0 else f" (slot {slot.number})"
+    log(f"lab down{which}: no lab containers, namespaces, links or processes left")
 
 
-def ssh_clients_of_lab() -> set[int]:
-    """PIDs of processes holding TCP connections into the lab subnet (ssh masters, mostly)."""
-    out = run(["ss", "-Htnp", "dst", str(SUBNET)], check=False).stdout
+def down_all(log=print) -> None:
+    """Every slot's lab down (``make lab-down``)."""
+    for number in SLOTS:
+        slot = Slot(number)
+        if number == SLOT.number or traces(slot):
+            down(log=log, slot=slot)
+
+
+def double_pattern(slot: Slot) -> str:
+    return f"kube_double.py --listen {slot.gateway}:"
+
+
+def containers_of(slot: Slot) -> list[str]:
+    """The slot's containers, by their names (also those of a lab from before slots had labels)."""
+    names = podman("ps", "-a", "--filter", "label=cargoship-lab=1", "--format", "{{.Names}}", check=False).stdout
+    return [name for name in names.split() if name.startswith(f"{slot.prefix}-")]
+
+
+def namespaces_of(slot: Slot) -> list[str]:
+    listed = run(["ip", "netns", "list"], check=False).stdout.splitlines()
+    return [line.split()[0] for line in listed if line.strip() and line.split()[0].startswith(f"{slot.prefix}-")]
+
+
+def links_of(slot: Slot) -> list[str]:
+    found = []
+    for line in run(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
+        name = line.split(":")[1].strip().split("@")[0]
+        if name.startswith(f"{slot.prefix}v-") or name == slot.bridge:
+            found.append(name)
+    return found
+
+
+def ssh_clients_of_lab(slot: Slot | None = None) -> set[int]:
+    """PIDs of processes holding TCP connections into the slot's subnet (ssh masters, mostly)."""
+    out = run(["ss", "-Htnp", "dst", str((slot or SLOT).subnet)], check=False).stdout
     return {int(pid) for pid in re.findall(r"pid=(\d+)", out) if int(pid) != os.getpid()}
 
 
-def traces() -> list[str]:
-    """Everything of a lab still present on this machine, described; empty when clean."""
+def traces(slot: Slot | None = None) -> list[str]:
+    """Everything of this slot's lab still present on this machine, described; empty when clean."""
+    slot = slot or SLOT
     found = []
     if shutil.which("podman"):
-        names = podman(
-            "ps", "-a", "--filter", "label=cargoship-lab=1", "--format", "{{.Names}}", check=False
-        ).stdout.split()
-        found += [f"container {n}" for n in names]
-    found += [
-        f"network namespace {line.split()[0]}"
-        for line in run(["ip", "netns", "list"], check=False).stdout.splitlines()
-        if line.startswith(f"{PREFIX}-")
-    ]
-    for line in run(["ip", "-o", "link", "show"], check=False).stdout.splitlines():
-        name = line.split(":")[1].strip().split("@")[0]
-        if name.startswith(f"{PREFIX}v-") or name == BRIDGE:
-            found.append(f"link {name}")
-    double = run(["pgrep", "-f", "kube_double.py --listen"], check=False).stdout.split()
+        found += [f"container {n}" for n in containers_of(slot)]
+    found += [f"network namespace {name}" for name in namespaces_of(slot)]
+    found += [f"link {name}" for name in links_of(slot)]
+    double = run(["pgrep", "-f", double_pattern(slot)], check=False).stdout.split()
     found += [f"API double process {pid}" for pid in double]
-    found += [f"process {pid} connected into {SUBNET}" for pid in sorted(ssh_clients_of_lab())]
+    found += [f"process {pid} connected into {slot.subnet}" for pid in sorted(ssh_clients_of_lab(slot))]
     return found
 
 
@@ -738,7 +833,8 @@ def main() -> int:
     up_cmd.add_argument("--controllers", type=int, default=1)
     up_cmd.add_argument("--engine", default="k3s")
     up_cmd.add_argument("--version", default="")
-    sub.add_parser("down", help="remove every trace of the lab")
+    down_cmd = sub.add_parser("down", help="remove every trace of the lab")
+    down_cmd.add_argument("--all", action="store_true", help="the labs of every slot, not only this one")
     sub.add_parser("image", help="build the host image (cached)")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -750,6 +846,8 @@ def main() -> int:
         elif args.command == "image":
             RUNROOT.mkdir(parents=True, exist_ok=True)
             print(ensure_image())
+        elif args.all:
+            down_all()
         else:
             down()
     except LabError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import datetime
 import json
 import os
 import shlex
@@ -120,6 +121,16 @@ class RunningLab:
             if exc.status == 404:
                 return None
             raise
+
+    def lease_age(self, name: str) -> float:
+        """Seconds since the node's kubelet last renewed its Lease, by this machine's clock (infinite without one)."""
+        renewed = self.lease_renewed(name)
+        return float("inf") if renewed is None else (datetime.datetime.now(datetime.UTC) - renewed).total_seconds()
+
+    def lock_age(self, name: str, path: str = "/var/lib/cargoship/lock.json") -> float | None:
+        """Seconds since cargoship's host lock on a host was last touched (None without a lock)."""
+        out = self.sh(name, f"test -e {path} && echo $(( $(date +%s) - $(stat -c %Y {path}) ))", check=False)
+        return float(out.stdout.strip()) if out.stdout.strip() else None
 
     def lab_setting(self, path: str, body: dict) -> None:
         """A test-bed setting of the API double (not a Kubernetes endpoint)."""

@@ -13,6 +13,7 @@ import labctl
 from kubernetes import client
 from kubernetes.client.rest import ApiException
 
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client as product_client
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
 
 
@@ -40,9 +41,13 @@ class KubeApi:
         configuration.api_key = {"BearerToken": f"Bearer {lab.token}"}
         self.api_client = client.ApiClient(configuration)
         # The typed client sets the double up and reads it back; the product's own REST client is what
-        # the code under test is given (cargoship's modules never import the typed API classes).
+        # the code under test is given (cargoship's modules never import the typed API classes), on the
+        # connection a module makes for a token: the standard library's (module_utils/_kube_access.py).
         self.core = client.CoreV1Api(self.api_client)
-        self.product = ProductApi(self.api_client)
+        self.access = {"host": configuration.host, "api_key": lab.token, "ca_cert": configuration.ssl_ca_cert}
+        self.product = ProductApi(product_client(self.access))
+        # The same calls over the kubernetes package's connection (exec and auth-provider credentials).
+        self.package_product = ProductApi(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
 
     def node(self, name: str, ready: bool = True, labels: dict | None = None) -> None:

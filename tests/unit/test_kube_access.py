@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import yaml
 from ansible.module_utils.basic import env_fallback
@@ -148,3 +150,99 @@ def test_without_any_kubeconfig_or_host_the_in_cluster_account_is_tried(tmp_path
     # No ~/.kube/config, no KUBECONFIG: only a pod's service account is left, and this is no pod.
     with pytest.raises(Exception, match=r"[Ss]ervice"):
         ka.api_client(params())
+
+
+# -- the plain connection (no kubernetes package) for tokens and client certificates ---------------------
+
+
+def one_context(path, cluster: dict, user: dict):
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "k", "cluster": cluster}],
+                "users": [{"name": "k", "user": user}],
+                "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
+                "current-context": "k",
+            }
+        )
+    )
+    return str(path)
+
+
+def test_token_and_certificate_kubeconfigs_connect_without_the_package_and_others_use_it(tmp_path):
+    server = {"server": "https://api.example:6443"}
+    plain = {
+        "token": {"token": "t"},
+        "client certificate": {"client-certificate": "/c.crt", "client-key": "/c.key"},
+    }
+    for what, user in plain.items():
+        client = ka.api_client(params(kubeconfig=one_context(tmp_path / "k.yaml", server, user)))
+        assert isinstance(client, ka.PlainClient), what
+    # What only the kubernetes package does: credential plugins, a proxy, a context's namespace...
+    package = {
+        "exec": ({}, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "get-token"}}),
+        "auth-provider": ({}, {"auth-provider": {"name": "oidc", "config": {}}}),
+        "proxy": ({"proxy-url": "http://proxy:3128"}, {"token": "t"}),
+        "server name": ({"tls-server-name": "api"}, {"token": "t"}),
+    }
+    for what, (cluster, user) in package.items():
+        path = one_context(tmp_path / "k.yaml", {**server, **cluster}, user)
+        assert ka.plain_settings(params(kubeconfig=path)) is None, what
+    first, second = (one_context(tmp_path / n, server, {"token": "t"}) for n in ("a.yaml", "b.yaml"))
+    assert ka.plain_settings(params(kubeconfig=first)) is not None
+    os.environ["KUBECONFIG"] = f"{first}:{second}"  # several files are merged by the package's rules
+    try:
+        assert ka.plain_settings(params()) is None
+    finally:
+        del os.environ["KUBECONFIG"]
+
+
+def test_the_plain_connection_reads_the_kubeconfig_as_kubectl_does(tmp_path):
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "ca.crt").write_text("CA")
+    (tmp_path / "token").write_text("from-a-file\n")
+    cluster = {"server": "https://api.example:6443", "certificate-authority": "certs/ca.crt"}
+    path = one_context(tmp_path / "k.yaml", cluster, {"tokenFile": "token"})
+    settings = ka.plain_settings(params(kubeconfig=path))
+    # Relative paths are the kubeconfig's directory's; a token file is read.
+    assert settings.ssl_ca_cert == str(tmp_path / "certs" / "ca.crt")
+    assert bearer(settings) == "Bearer from-a-file"
+    insecure = one_context(tmp_path / "i.yaml", {**cluster, "insecure-skip-tls-verify": True}, {"token": "t"})
+    assert ka.plain_settings(params(kubeconfig=insecure)).verify_ssl is False
+    assert ka.plain_settings(params(kubeconfig=insecure, validate_certs=True)).verify_ssl is True
+
+
+def test_client_certificate_data_is_loaded_and_leaves_no_file_behind(tmp_path, monkeypatch):
+    import base64
+    import types
+
+    import labctl
+
+    lab = types.SimpleNamespace(hosts=[], state=tmp_path, token="unit")
+    labctl.make_certificates(lab)  # a CA, and a certificate with its key to stand for a user's
+    data = {
+        name: base64.b64encode((tmp_path / name).read_bytes()).decode()
+        for name in ("ca.crt", "apiserver.crt", "apiserver.key")
+    }
+    cluster = {"server": "https://api.example:6443", "certificate-authority-data": data["ca.crt"]}
+    user = {"client-certificate-data": data["apiserver.crt"], "client-key-data": data["apiserver.key"]}
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(ka.tempfile, "tempdir", None)
+    client = ka.api_client(params(kubeconfig=one_context(tmp_path / "k.yaml", cluster, user)))
+    context = client.rest_client.pool_manager.tls()
+    assert context.verify_mode == ka.ssl.CERT_REQUIRED and context.check_hostname
+    assert context.cert_store_stats()["x509_ca"] == 1
+    assert list(scratch.iterdir()) == [], "the key written to load it is still on disk"
+    with pytest.raises(ka.ssl.SSLError):  # a key that is not the certificate's is refused, as kubectl does
+        other = {
+            **user,
+            "client-key-data": base64.b64encode(
+                b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"
+            ).decode(),
+        }
+        ka.api_client(
+            params(kubeconfig=one_context(tmp_path / "k.yaml", cluster, other))
+        ).rest_client.pool_manager.tls()
+    assert list(scratch.iterdir()) == []

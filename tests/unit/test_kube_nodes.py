@@ -102,6 +102,29 @@ def test_known_names_hosts_that_are_no_node_and_hosts_that_are_one_node(kube):
     assert nodes.check_known(kube.product, Module(node_of={"10.0.0.1": "c1"}))["renamed"] == {"10.0.0.1": "c1"}
 
 
+def test_known_also_names_the_hosts_nodes_an_interrupted_run_left_cordoned(kube):
+    for name in ("c1", "w1", "w2", "other"):
+        kube.node(name)
+    marked = {"spec": {"unschedulable": True}, "metadata": {"annotations": {nodes.CORDONED_BY: "lost-run"}}}
+    kube.core.patch_node("w1", marked)
+    kube.core.patch_node("other", marked)  # not a host of this run
+    kube.core.patch_node("w2", {"spec": {"unschedulable": True}})  # someone's own cordon
+    known = nodes.check_known(kube.product, Module(node_of={"c1": "c1", "w1": "w1", "w2": "w2"}))
+    assert known["left_cordoned"] == ["w1"]
+    kube.core.patch_node("w1", {"spec": {"unschedulable": None}})  # uncordoned by hand, the mark left behind
+    assert nodes.check_known(kube.product, Module(node_of={"w1": "w1"}))["left_cordoned"] == []
+
+
+def test_a_wait_looks_again_soon_at_first_and_then_less_often(monkeypatch):
+    clock, pauses = [100.0], []
+    monkeypatch.setattr(nodes.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(nodes.time, "sleep", pauses.append)
+    for elapsed in (0, 3, 8, 60):
+        clock[0] = 100.0 + elapsed
+        nodes.pause(100.0)
+    assert pauses == pytest.approx([0.2, 0.5, 1.0, 1.0])
+
+
 def test_ready_with_uncordon_waits_for_the_new_kubelet_first_and_then_lifts_only_a_runs_cordon(kube):
     kube.node("w1")
     kube.core.patch_node(

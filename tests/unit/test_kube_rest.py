@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from kubernetes.client.rest import ApiException
 
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import Resource
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import PlainClient
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, Resource
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,11 +44,13 @@ def test_an_object_reads_as_the_typed_models_read():
     assert pod.metadata.annotations is None and pod.spec.unschedulable is None
 
 
-def test_calls_go_to_the_api_and_refusals_carry_status_and_message(kube):
+@pytest.mark.parametrize("connection", ["standard library", "kubernetes package"])
+def test_calls_go_to_the_api_and_refusals_carry_status_and_message(kube, connection):
     kube.node("w1", labels={"node-role.kubernetes.io/control-plane": "true"})
     kube.node("w2")
     kube.pod("web-1", "w1")
-    product = kube.product
+    product = kube.product if connection == "standard library" else kube.package_product
+    assert isinstance(product.api_client, PlainClient) is (connection == "standard library")
     assert [n.metadata.name for n in product.list_node().items] == ["w1", "w2"]
     assert [
         n.metadata.name for n in product.list_node(label_selector="node-role.kubernetes.io/control-plane").items
@@ -100,7 +102,7 @@ class Module:
 client = api_client({{"host": {configuration.host!r}, "api_key": "unit-token", "ca_cert": {configuration.ssl_ca_cert!r}}})
 result = nodes.check_known(KubeApi(client), Module())
 typed = sorted(m for m in sys.modules if m.startswith(("kubernetes.client.kube.", "kubernetes.client.models.")))
-print(json.dumps({{"result": result, "typed": typed}}))
+print(json.dumps({{"result": result, "typed": typed, "package": "kubernetes" in sys.modules}}))
 """
     done = subprocess.run(
         [sys.executable, "-c", probe],
@@ -112,3 +114,5 @@ print(json.dumps({{"result": result, "typed": typed}}))
     answer = json.loads(done.stdout)
     assert answer["result"]["changed"] is False
     assert answer["typed"] == []
+    # A token needs nothing of the kubernetes package at all: its import alone is 0.15 s of every call.
+    assert answer["package"] is False
