@@ -127,9 +127,8 @@ compat: venv
 	  if [ -z "$$py" ] && python$$v -c pass 2>/dev/null; then py=$$(command -v python$$v); fi; \
 	  if [ -z "$$py" ]; then echo "no Python $$v on this machine (PATH or pyenv)"; exit 1; fi; \
 	  env=.cache/compat-$$v; \
-	  test -x $$env/bin/python || $$py -m venv $$env; \
-	  $$env/bin/python -m pip install -q --upgrade pip; \
-	  $$env/bin/python -m pip install -q -e . '$(COMPAT_CORE)' pytest jsonschema ansible-builder; \
+	  test -x $$env/bin/python || $(VENV)/bin/uv venv -q --python $$py $$env; \
+	  $(VENV)/bin/uv pip install -q --python $$env/bin/python -e . '$(COMPAT_CORE)' pytest jsonschema ansible-builder; \
 	  echo "== Python $$v, ansible-core $$($$env/bin/python -c "import ansible.release as r; print(r.__version__)")"; \
 	  PATH=$(CURDIR)/$$env/bin:$$PATH $$env/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
 	done
@@ -139,14 +138,26 @@ compat: venv
 STEPS  := .cache/test-steps.tsv
 LEDGER := $(CURDIR)/.cache/test-ledger.jsonl
 timed = start=$$(date +%s); $(2); rc=$$?; printf '%s\t%s\n' '$(1)' $$(( $$(date +%s) - start )) >> $(STEPS); exit $$rc
+# pytest's parallel workers, each with a lab of its own (tests/lab/labctl.py slots 0 to N-1); the
+# molecule scenario runs beside the lint and the compat tests, in a slot of its own.
+TEST_WORKERS  ?= 3
+MOLECULE_SLOT ?= 9
 
 test: deps
 	@mkdir -p .cache && rm -f $(STEPS) $(LEDGER) $(LEDGER).runs
-	@$(call timed,make lint,$(MAKE) lint)
-	@$(call timed,make compat,$(MAKE) compat)
-	@$(call timed,make molecule,$(MAKE) molecule)
-	@$(call timed,pytest,CARGOSHIP_TEST_LEDGER=$(LEDGER) $(VENV)/bin/pytest tests --durations=20 $(PYTEST_ARGS))
+	@$(call timed,lint + compat + molecule (at once),$(MAKE) -j3 --output-sync=target --no-print-directory test-checks)
+	@$(call timed,pytest -n $(TEST_WORKERS),CARGOSHIP_TEST_LEDGER=$(LEDGER) $(VENV)/bin/pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS))
 	@$(PY) tests/tools/suite_time.py --ledger $(LEDGER) --steps $(STEPS) || true
+
+# The checks that need no lab of pytest's, each timed on its own (they run at once under `make test`).
+.PHONY: test-checks timed-lint timed-compat timed-molecule
+test-checks: timed-lint timed-compat timed-molecule
+timed-lint:
+	@$(call timed,  make lint,$(MAKE) --no-print-directory lint)
+timed-compat:
+	@$(call timed,  make compat,$(MAKE) --no-print-directory compat)
+timed-molecule:
+	@$(call timed,  make molecule,CARGOSHIP_LAB_SLOT=$(MOLECULE_SLOT) $(MAKE) --no-print-directory molecule)
 
 clean: lab-down
 	rm -rf $(VENV) .cache

@@ -15,9 +15,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 
 
-def cargoship(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    """The real command, as a user runs it."""
-    return subprocess.run(["cargoship", *args], capture_output=True, text=True, timeout=timeout, check=False)
+def cargoship(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real command, as a user runs it (``env``: added variables)."""
+    return subprocess.run(
+        ["cargoship", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def start_cargoship(*args: str, env: dict | None = None) -> subprocess.Popen:

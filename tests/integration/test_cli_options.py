@@ -77,8 +77,11 @@ def test_vaulted_registry_password_reaches_the_host_and_nowhere_else(fleet, tmp_
     assert plain in state
     (inventory / "group_vars" / "all.yml").write_text(state.replace(plain, vaulted.strip().replace("\n", "\n        ")))
 
-    runs_before = set(Path("/tmp").glob("cargoship-run-*"))
-    missing = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    # The runs' temporary directories go here, where no other test's (a parallel worker's) go.
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    private = {"TMPDIR": str(scratch)}
+    missing = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run", env=private)
     assert missing.returncode != 0
     dry = cargoship(
         "engine-config-sync",
@@ -90,17 +93,25 @@ def test_vaulted_registry_password_reaches_the_host_and_nowhere_else(fleet, tmp_
         str(password_file),
         "--report-json",
         str(tmp_path / "r.json"),
+        env=private,
     )
     assert dry.returncode == 0, dry.stdout + dry.stderr
     real = cargoship(
-        "engine-config-sync", "-i", str(inventory), "--confirm", "-vvvv", "--vault-password-file", str(password_file)
+        "engine-config-sync",
+        "-i",
+        str(inventory),
+        "--confirm",
+        "-vvvv",
+        "--vault-password-file",
+        str(password_file),
+        env=private,
     )
     assert real.returncode == 0, real.stdout + real.stderr
     for text in (dry.stdout, dry.stderr, real.stdout, real.stderr, (tmp_path / "r.json").read_text()):
         assert CANARY not in text
     assert CANARY in fleet.sh("w2", "cat /etc/rancher/k3s/registries.yaml").stdout
     # The command leaves no ansible-runner artifacts behind that could hold it.
-    assert set(Path("/tmp").glob("cargoship-run-*")) == runs_before
+    assert list(scratch.glob("cargoship-run-*")) == []
 
 
 def test_label_nodes_sets_the_profile_label_once(fleet, tmp_path):
