@@ -15,7 +15,8 @@ rounds per host, and the control host's peak memory (RSS of the ansible-playbook
 the lab's hosts share the control host's cores, it also prints the CPU time each command cost: on the
 control host (ansible and its workers and SSH clients) and on the whole machine (the hosts too), and
 per added host between sizes, which varies less from run to run than wall time.
-With --real, a real run and a dry run after it at the largest size.
+With --real, at the largest size: a real run, --repeat real runs of the converged fleet (nothing to do),
+and a dry run after them.
 With --floor, also two reference playbooks built from cargoship's own tasks: the fleet play and the
 connect phase's survey round alone (the remote work of a dry run, nothing else), and the same followed
 by as many trivial tasks per host (set_fact) as the dry run has per host in one play: what that number
@@ -367,7 +368,9 @@ def main() -> int:
         help="with --floor, N tasks per host (the survey among them) instead of as many as the dry run has",
     )
     parser.add_argument(
-        "--real", action="store_true", help="also a real run and a dry run after it, at the largest size"
+        "--real",
+        action="store_true",
+        help="also a real run, real runs with nothing to do, and a dry run, at the largest size",
     )
     parser.add_argument(
         "--node-overhead",
@@ -460,9 +463,15 @@ def main() -> int:
         if args.real:
             limit = limit_of(lab, sizes[-1])
             real = timed_cargoship(inventory, limit, args.forks, dry_run=False)
+            # The converged fleet again: what a real run costs when there is nothing to do.
+            idle = [timed_cargoship(inventory, limit, args.forks, dry_run=False) for _run in range(args.repeat)]
             after = timed_cargoship(inventory, limit, args.forks)
+            idle_seconds = sorted(run["seconds"] for run in idle)
             print(
-                f"real run at {sizes[-1]} hosts: {real['seconds']:.1f}s rc {real['rc']}; dry run after: {after['seconds']:.1f}s"
+                f"real run at {sizes[-1]} hosts: {real['seconds']:.1f}s rc {real['rc']}; "
+                f"real run with nothing to do: median {idle_seconds[len(idle_seconds) // 2]:.1f}s "
+                f"({' '.join(f'{x:.1f}' for x in idle_seconds)}; rc {'/'.join(str(run['rc']) for run in idle)}); "
+                f"dry run after: {after['seconds']:.1f}s"
             )
         print(f"peak RSS of a child process (ansible-playbook and its workers): {children_peak_mb():.0f} MB")
     finally:
