@@ -13,6 +13,11 @@ round to the host. Which answers hold:
   Only a task in check mode (the dry run, which changes nothing) takes their answers; a real run reads
   them again on the host, under its lock.
 
+  One exception: engine_config's ``cleaned`` finding nothing to clean holds in a real run too, for a task
+  that is given the survey only where this run wrote nothing (the disconnect phase). Leftovers come from
+  a write that was interrupted; a run interrupted after this survey held the lock when this run asked
+  for it, and this run would have stopped there.
+
 An answer is given only for the same arguments; a difference, however small, sends the task to its host.
 """
 
@@ -38,7 +43,7 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
     """The survey's answer to ``module`` called with ``args``, or None if the host has to be asked."""
     if not isinstance(survey, dict) or survey.get("failed") or survey.get("skipped"):
         return None
-    if not check_mode and module not in HOLD_IN_A_REAL_RUN:
+    if not check_mode and module not in HOLD_IN_A_REAL_RUN and not nothing_to_clean(module, args):
         return None
     if bool(survey.get("diff_mode")) != bool(diff_mode) and module == "engine_config":
         return None
@@ -49,8 +54,15 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
         result = item.get("result") or {}
         if result.get("skipped"):
             return None
+        if not check_mode and module not in HOLD_IN_A_REAL_RUN and (result.get("changed") or result.get("failed")):
+            return None  # something to clean: the host does it
         return {**copy.deepcopy(result), "answered_by": "host_survey"}
     return None
+
+
+def nothing_to_clean(module: str, args: dict) -> bool:
+    """A call whose survey answer holds in a real run when it found nothing (see the module docstring)."""
+    return module == "engine_config" and args.get("state") == "cleaned"
 
 
 class SurveyAnsweredAction(ActionBase):

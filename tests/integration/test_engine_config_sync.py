@@ -177,6 +177,8 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
     # The engine's deploy controller picks the chart values up on its next scan (about every 15 s).
     wait_for(lambda: charts() == ["traefik"], "the chart values to be applied", 30)
 
+    # What a write interrupted by a killed run leaves: the converged run still removes it, on that host.
+    fleet.sh("w2", "echo half > /etc/rancher/k3s/.cargoship-interrupted")
     again = cargoship(
         "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "again.json")
     )
@@ -184,6 +186,10 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
     report = json.loads((tmp_path / "again.json").read_text())
     assert phase(report, "sync_controller")["status"] == "nothing to do"
     assert phase(report, "sync_worker")["status"] == "nothing to do"
+    assert fleet.sh("w2", "find /etc/rancher -name '.cargoship-*'").stdout == "", "an interrupted write's file was kept"
+    cleaned = phase(report, "disconnect")["hosts"]
+    assert cleaned["w2"]["changes"] == [{"file": "/etc/rancher/k3s/.cargoship-interrupted", "action": "remove"}]
+    assert not any(cleaned.get(name, {}).get("changes") for name in ("c1", "w1")), cleaned
     assert {name: fleet.starts(name) for name in fleet.hosts} == {n: starts_before[n] + 1 for n in fleet.hosts}
 
 

@@ -127,7 +127,7 @@ def test_an_answer_is_given_for_the_same_arguments_only():
     assert answer_from(None, "host_info", {"gather": ["os"]}, False, False) is None
 
 
-def test_what_a_real_run_changes_is_never_answered_outside_check_mode():
+def test_what_a_real_run_changes_is_answered_in_check_mode_only_but_nothing_to_clean():
     lock = {"state": "acquired", "run_id": "r"}
     assert answer_from(SURVEY, "host_lock", lock, check_mode=True, diff_mode=True)["changes"] == ["take the lock"]
     assert answer_from(SURVEY, "host_lock", lock, check_mode=False, diff_mode=True) is None
@@ -136,7 +136,23 @@ def test_what_a_real_run_changes_is_never_answered_outside_check_mode():
         "changes": [],
         "answered_by": "host_survey",
     }
-    assert answer_from(SURVEY, "engine_config", clean, check_mode=False, diff_mode=True) is None
+    # Nothing to clean holds in a real run too (a run interrupted since would have held the lock this
+    # run took); leftovers found are removed by the host itself.
+    assert answer_from(SURVEY, "engine_config", clean, check_mode=False, diff_mode=True)["changes"] == []
+    leftovers = {
+        **SURVEY,
+        "answers": [
+            {
+                "module": "engine_config",
+                "args": {"engine": "k3s", "state": "cleaned"},
+                "result": {"changed": True, "changes": ["remove /etc/rancher/k3s/.cargoship-x"]},
+            }
+        ],
+    }
+    assert answer_from(leftovers, "engine_config", clean, check_mode=True, diff_mode=True)["changed"] is True
+    assert answer_from(leftovers, "engine_config", clean, check_mode=False, diff_mode=True) is None
+    compare = {"engine": "k3s"}
+    assert answer_from(SURVEY, "engine_config", compare, check_mode=False, diff_mode=True) is None
     # Diffs are made only in diff mode: a survey without them does not answer a task that wants them.
     assert answer_from(SURVEY, "engine_config", clean, check_mode=True, diff_mode=False) is None
     # A call the survey could not answer is asked again.
