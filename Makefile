@@ -143,8 +143,9 @@ timed = start=$$(date +%s); $(2); rc=$$?; printf '%s\t%s\n' '$(1)' $$(( $$(date 
 TEST_WORKERS  ?= 3
 MOLECULE_SLOT ?= 9
 
-test: deps
+test:
 	@mkdir -p .cache && rm -f $(STEPS) $(LEDGER) $(LEDGER).runs
+	@$(call timed,make deps,$(MAKE) --no-print-directory deps)
 	@$(call timed,lint + compat + molecule (at once),$(MAKE) -j3 --output-sync=target --no-print-directory test-checks)
 	@$(call timed,pytest -n $(TEST_WORKERS),CARGOSHIP_TEST_LEDGER=$(LEDGER) $(VENV)/bin/pytest tests -n $(TEST_WORKERS) --dist loadfile --durations=20 $(PYTEST_ARGS))
 	@$(PY) tests/tools/suite_time.py --ledger $(LEDGER) --steps $(STEPS) || true

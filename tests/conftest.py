@@ -15,7 +15,11 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 # Each parallel worker (pytest-xdist's gw0, gw1, ...) has a lab slot of its own: its own names, subnet,
 # API double and state directory (tests/lab/labctl.py), so that labs never meet.
 _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-os.environ["CARGOSHIP_LAB_SLOT"] = _worker[2:] if _worker.startswith("gw") and _worker[2:].isdigit() else "0"
+# Outside xdist, the slot given in the environment (0 if none), so that a module can run beside a lab.
+if _worker.startswith("gw") and _worker[2:].isdigit():
+    os.environ["CARGOSHIP_LAB_SLOT"] = _worker[2:]
+else:
+    os.environ["CARGOSHIP_LAB_SLOT"] = os.environ.get("CARGOSHIP_LAB_SLOT", "0")
 # The venv's ansible, ansible-playbook and cargoship, and the checkout's ansible.cfg (which finds the
 # collection), whichever way pytest was started.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -124,37 +124,6 @@ def test_group_names_given_as_extra_vars_work_through_the_command_and_ansible_pl
     assert direct.returncode == 0, direct.stdout + direct.stderr
 
 
-@pytest.mark.parametrize(
-    ("layout", "message"),
-    [
-        ("empty", "no host to work on: the inventory has no hosts"),
-        ("no-groups", "no inventory host is in the controllers group 'controllers' or workers group 'workers'"),
-        ("limit-outside", "no host to work on: the hosts selected (bastion) include no host of the"),
-        ("limit-nothing", "before producing a report"),
-    ],
-)
-def test_an_inventory_that_selects_no_node_is_an_error(lab, tmp_path, layout, message):
-    lab_vars = yaml.safe_load(lab.inventory.read_text())["all"]["vars"]
-    hosts = {"c1": {"ansible_host": address_of(lab, "c1")}}
-    inventory = {
-        "empty": {"all": {"hosts": {}}},
-        "no-groups": {"all": {"hosts": hosts, "vars": lab_vars}},
-        "limit-nothing": {"all": {"vars": lab_vars, "children": {"controllers": {"hosts": hosts}}}},
-        "limit-outside": {
-            "all": {
-                "vars": lab_vars,
-                "children": {"controllers": {"hosts": hosts}, "bastions": {"hosts": {"bastion": None}}},
-            }
-        },
-    }[layout]
-    path = tmp_path / "hosts.yml"
-    path.write_text(yaml.safe_dump(inventory))
-    limit = {"limit-outside": ["--limit", "bastion"], "limit-nothing": ["--limit", "no-such-host"]}.get(layout, [])
-    result = cargoship("engine-config-sync", "-i", str(path), "--dry-run", "--detailed-exitcode", *limit)
-    assert result.returncode == 1, result.stdout + result.stderr
-    assert message in result.stdout + result.stderr
-
-
 def test_hosts_that_are_no_node_or_the_same_node_stop_the_run_before_anything(lab, tmp_path):
     inventory = k3s_playbook_style(lab, tmp_path)
     w1, w2 = address_of(lab, "w1"), address_of(lab, "w2")
@@ -244,9 +213,8 @@ def test_removing_a_setting_removes_exactly_what_cargoship_wrote_for_it(lab, tmp
     assert lab.loaded("c1")["server_files"] == {}
     again = cargoship("engine-config-sync", "-i", str(nothing), "--dry-run", "--detailed-exitcode")
     assert again.returncode == 0, again.stdout + again.stderr
-
-    back = cargoship("engine-config-sync", "-i", str(full), "--confirm")
-    assert back.returncode == 0, back.stdout + back.stderr
+    # No convergence back to the full state here: the next test that asks for a lab gets a fresh one,
+    # since this one is no longer as it was built (tests/lab/labhosts.py, the lab's fingerprint).
 
 
 def chart_configs(lab) -> list[str]:

@@ -94,12 +94,6 @@ def test_every_phase_runs_alone_in_a_dry_run_with_what_it_needs(fleet, tmp_path,
         assert ran == {"connect", "detect_os", "disconnect"}, "a read-only phase takes no lock"
 
 
-def test_unknown_phase_is_refused_with_the_list(fleet):
-    result = cargoship("phase", "run", "sync_wroker", "-i", str(fleet.inventory), "--dry-run")
-    assert result.returncode == 64
-    assert "unknown phase 'sync_wroker'; the phases are: connect, detect_os" in result.stderr
-
-
 def test_a_sync_phase_alone_is_idempotent_and_force_redoes_it(fleet, tmp_path):
     inv = inventory(fleet, tmp_path / "inv")
     starts = {name: fleet.starts(name) for name in fleet.hosts}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import hashlib
 import json
 import os
 import shlex
@@ -177,11 +178,49 @@ class RunningLab:
         return result
 
 
+# What a test can change on a host and a later test would meet: the engine's configuration and server
+# files (chart manifests, policies), the lab's switches (start delay, kubelet down, engine version),
+# cargoship's lock and backups, sudo's rules. The stand-in's own records (its lab/ directory) are not.
+FINGERPRINTED = (
+    "etc/rancher",
+    "var/lib/rancher/{engine}/server",
+    "etc/cargoship-lab",
+    "var/lib/cargoship",
+    "etc/sudoers.d",
+)
+
+
+def file_prints(root: str, engine: str) -> list[tuple]:
+    found = []
+    for top in FINGERPRINTED:
+        base = os.path.join(root, top.format(engine=engine))
+        for directory, _dirs, files in os.walk(base):
+            for name in files:
+                path = os.path.join(directory, name)
+                try:
+                    info = os.lstat(path)
+                    with open(path, "rb") as handle:
+                        digest = hashlib.sha256(handle.read()).hexdigest()
+                except OSError as exc:
+                    digest = f"unreadable: {exc.strerror}"
+                    info = None
+                found.append(
+                    (os.path.relpath(path, root), digest, info.st_mode if info else None, info.st_uid if info else None)
+                )
+    return sorted(found)
+
+
 class LabManager:
-    """One lab at a time for the whole test session; re-created only when a test needs another shape."""
+    """One lab at a time for the whole test session (per pytest worker); re-created when a test needs
+    another shape, asks for a fresh one, or would get one that is not as it was built: a lab is handed to
+    the next test only if its fingerprint (hosts' files, engine units, the cluster's nodes, pods, budgets
+    and chart values) is the one it had when it was built."""
 
     def __init__(self) -> None:
         self.current: RunningLab | None = None
+        self.built_print: dict | None = None
+        # Labs built again because a test left them changed: (shape, what differed), for the suite's ledger.
+        self.dirty: list[tuple[Shape, list[str]]] = []
         # For the suite's ledger (tests/tools/suite_ledger.py): each build's seconds, the engine starts a
         # new lab begins with, and where podman shows each host's files.
         self.builds: list[float] = []
@@ -193,13 +232,59 @@ class LabManager:
     ) -> RunningLab:
         """The lab in this shape; ``fresh`` starts a new one even if one of this shape is up (its hosts may have changed)."""
         shape = Shape(hosts, controllers, engine, version)
-        if fresh or self.current is None or self.current.shape != shape:
-            self.teardown()
-            started = time.monotonic()
-            self.current = RunningLab(labctl.up(hosts, controllers, engine, version), shape)
-            self.builds.append(time.monotonic() - started)
-            self.starts_at_build = self.ledger_starts()
+        if not fresh and self.current is not None and self.current.shape == shape:
+            differs = self.changed_since_built()
+            if not differs:
+                return self.current
+            self.dirty.append((shape, differs))
+        self.teardown()
+        started = time.monotonic()
+        self.current = RunningLab(labctl.up(hosts, controllers, engine, version), shape)
+        self.built_print = self.fingerprint()
+        self.builds.append(time.monotonic() - started)
+        self.starts_at_build = self.ledger_starts()
         return self.current
+
+    def fingerprint(self) -> dict:
+        """What a test can change in the lab, read without SSH: each host's files (through podman's view of
+        them) and engine unit, and the cluster's nodes, pods per node, budgets and chart values."""
+        lab = self.current
+        prints: dict = {}
+        for (name, host), root in zip(lab.hosts.items(), self.roots(), strict=True):
+            active = labctl.podman("exec", host.container, "systemctl", "is-active", lab.service(name), check=False)
+            prints[f"host {name}"] = {"files": file_prints(root, lab.engine), "engine": active.stdout.strip()}
+        for node in lab.core.list_node().items:
+            meta = node.metadata
+            prints[f"node {meta.name}"] = {
+                "unschedulable": bool(node.spec.unschedulable),
+                "labels": meta.labels or {},
+                "annotations": meta.annotations or {},
+                "taints": sorted(str(t.to_dict()) for t in node.spec.taints or []),
+            }
+        pods: dict[str, list[str]] = {}
+        for pod in lab.core.list_pod_for_all_namespaces().items:
+            if pod.metadata.deletion_timestamp is None:
+                owners = [o.name for o in pod.metadata.owner_references or []] or [pod.metadata.name]
+                pods.setdefault(pod.spec.node_name or "", []).extend(f"{pod.metadata.namespace}/{o}" for o in owners)
+        prints["pods per node"] = {node: sorted(owned) for node, owned in sorted(pods.items())}
+        prints["budgets"] = sorted(
+            f"{b.metadata.namespace}/{b.metadata.name}"
+            for b in lab.policy.list_pod_disruption_budget_for_all_namespaces().items
+        )
+        charts = lab.custom.list_cluster_custom_object("helm.cattle.io", "v1", "helmchartconfigs")["items"]
+        prints["chart values"] = sorted(
+            json.dumps([c["metadata"]["namespace"], c["metadata"]["name"], c.get("spec")]) for c in charts
+        )
+        return prints
+
+    def changed_since_built(self) -> list[str]:
+        """What differs from the lab as it was built (empty when it is as built)."""
+        try:
+            now = self.fingerprint()
+        except Exception as exc:  # a lab that cannot even be read is not one to hand on
+            return [f"cannot be read: {exc}"]
+        built = self.built_print or {}
+        return sorted(key for key in built.keys() | now.keys() if built.get(key) != now.get(key))
 
     def ledger_starts(self) -> int:
         """The starts a new lab begins with, when the suite keeps its ledger; never an error of the test."""
@@ -232,5 +317,6 @@ class LabManager:
 
     def teardown(self) -> None:
         self.current = None
+        self.built_print = None
         self._roots = None
         labctl.down(log=lambda _msg: None)

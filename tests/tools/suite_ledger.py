@@ -10,7 +10,8 @@ How each figure is taken, without changing what a test does:
 - node restarts: the engine stand-in writes a line to starts.log at every start; the lines of every host
   of the current lab are read through podman's view of the container's files (no SSH, no exec), before
   and after each test. The starts of a lab build are not counted.
-- lab builds: the lab manager counts them.
+- lab builds: the lab manager counts them, and which of them replaced a lab an earlier test had left
+  changed (tests/lab/labhosts.py: a lab is handed on only if its fingerprint is the one it was built with).
 Nothing here may fail a test: a figure that cannot be read is left out (None)."""
 
 from __future__ import annotations
@@ -74,7 +75,12 @@ class Ledger:
         self.before: dict = {}
 
     def start(self, item) -> None:
-        self.before = {"time": time.monotonic(), "builds": self.builds(), "starts": starts_of(self.manager)}
+        self.before = {
+            "time": time.monotonic(),
+            "builds": self.builds(),
+            "dirty": len(getattr(self.manager, "dirty", []) or []),
+            "starts": starts_of(self.manager),
+        }
 
     def builds(self) -> int:
         return len(getattr(self.manager, "builds", []) or [])
@@ -100,6 +106,8 @@ class Ledger:
             "runs": runs_of(item.nodeid),
             "restarts": restarts,
             "lab_builds": builds,
+            # of them, builds of a lab an earlier test had left changed (its fingerprint differed)
+            "lab_builds_dirty": len(getattr(self.manager, "dirty", []) or []) - self.before["dirty"],
             "lab_build_seconds": round(sum((getattr(self.manager, "builds", []) or [])[-builds:]) if builds else 0, 1),
         }
         try:

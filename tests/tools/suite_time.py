@@ -76,7 +76,19 @@ def tables(records: list[dict], steps: list[tuple[str, float]], slowest: int = 1
         f"**{int(total['ansible-playbook'])}** | **{int(total['restarts'])}** | **{int(total['builds'])} "
         f"({minutes(total['build_seconds'])})** |"
     )
-    out += ["", f"The {slowest} slowest tests:", "", "| test | wall time | cargoship runs | node restarts |", "|---|---|---|---|"]
+    dirty = sum(record.get("lab_builds_dirty", 0) for record in records)
+    if dirty:
+        out += [
+            "",
+            f"{dirty} of the lab builds replaced a lab an earlier test had left changed (its fingerprint differed).",
+        ]
+    out += [
+        "",
+        f"The {slowest} slowest tests:",
+        "",
+        "| test | wall time | cargoship runs | node restarts |",
+        "|---|---|---|---|",
+    ]
     for record in sorted(records, key=lambda r: -r["seconds"])[:slowest]:
         runs = sum(record["runs"].values())
         out.append(f"| `{record['test']}` | {minutes(record['seconds'])} | {runs} | {record['restarts'] or 0} |")

@@ -193,6 +193,46 @@ def test_no_host_in_the_groups_still_writes_the_report(tmp_path):
     assert "no host to work on" in report["errors"][0]["message"]
 
 
+# Refused before any host is reached: the hosts here are a closed port (a run that tried one would end
+# unreachable, exit 3), so these need no lab.
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ("empty", "no host to work on: the inventory has no hosts"),
+        ("no-groups", "no inventory host is in the controllers group 'controllers' or workers group 'workers'"),
+        ("limit-outside", "no host to work on: the hosts selected (bastion) include no host of the"),
+        ("limit-nothing", "before producing a report"),
+    ],
+)
+def test_an_inventory_that_selects_no_node_is_an_error(tmp_path, layout, message):
+    unreachable = {"cargoship_engine": "k3s", "ansible_host": "127.0.0.1", "ansible_port": 9}
+    hosts = {"c1": None}
+    inventory = {
+        "empty": {"all": {"hosts": {}}},
+        "no-groups": {"all": {"hosts": hosts, "vars": unreachable}},
+        "limit-nothing": {"all": {"vars": unreachable, "children": {"controllers": {"hosts": hosts}}}},
+        "limit-outside": {
+            "all": {
+                "vars": unreachable,
+                "children": {"controllers": {"hosts": hosts}, "bastions": {"hosts": {"bastion": None}}},
+            }
+        },
+    }[layout]
+    path = tmp_path / "hosts.yml"
+    path.write_text(yaml.safe_dump(inventory))
+    limit = {"limit-outside": ["--limit", "bastion"], "limit-nothing": ["--limit", "no-such-host"]}.get(layout, [])
+    result = cargoship("engine-config-sync", "-i", str(path), "--dry-run", "--detailed-exitcode", *limit)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert message in result.stdout + result.stderr
+
+
+def test_an_unknown_phase_is_refused_with_the_list(tmp_path):
+    inventory = bad_inventory(tmp_path, {})
+    result = cargoship("phase", "run", "sync_wroker", "-i", str(inventory), "--dry-run")
+    assert result.returncode == 64
+    assert "unknown phase 'sync_wroker'; the phases are: connect, detect_os" in result.stderr
+
+
 def test_every_problem_of_the_desired_state_is_found_at_once():
     problems = ds.problems_of(
         {
