@@ -16,13 +16,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def cargoship(*args: str, timeout: float = 900, env: dict | None = None) -> subprocess.CompletedProcess:
-    """The real command, as a user runs it (``env``: added variables)."""
+    """The real command, as a user runs it, without a terminal to ask on (``env``: added variables)."""
     return subprocess.run(
         ["cargoship", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
+        stdin=subprocess.DEVNULL,
         env={**os.environ, **(env or {})},
     )
 

@@ -6,6 +6,8 @@ sys.path.insert(0, str(REPO / "tests" / "lab"))
 # The collection's own code, imported the way Ansible imports it.
 sys.path.insert(0, str(REPO / ".collections"))
 sys.path.insert(0, str(REPO / "tests" / "unit"))
+# The lab tests' helpers (running the command as a user does) serve the host-free tests too.
+sys.path.insert(1, str(REPO / "tests" / "integration"))
 
 import pytest  # noqa: E402
 
