@@ -265,6 +265,8 @@ class PlainPool:
     def request(self, method, url, headers=None, body=None, timeout=30, retries=None, **_options) -> PlainResponse:
         parts = urllib.parse.urlsplit(url)
         target = parts.path + ("?" + parts.query if parts.query else "")
+        if isinstance(body, str):
+            body = body.encode("utf-8")  # http.client would send a str as ISO-8859-1
         for attempt in (1, 2):
             reused = self.connection is not None and self.connection.sock is not None
             connection = self.connect(parts, timeout)

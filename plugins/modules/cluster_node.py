@@ -9,8 +9,8 @@ module: cluster_node
 short_description: Drain, uncordon, wait for or label one Kubernetes node through the API
 version_added: 0.1.0
 description:
-  - Talks to the Kubernetes API with the Python kubernetes client; run it on the control host
-    (C(delegate_to) V(localhost)).
+  - Talks to the Kubernetes API over HTTPS (with the Python kubernetes client only where the credentials need
+    it); run it on the control host (C(delegate_to) V(localhost)).
   - V(drained) cordons the node and evicts its pods through the eviction API, so
     PodDisruptionBudgets are respected; a refused eviction (HTTP 429) is retried every
     O(retry_delay) seconds until O(timeout). DaemonSet and mirror (static) pods are left alone and
@@ -49,7 +49,8 @@ extends_documentation_fragment:
   - cargoship.engine._attributes.no_diff
   - cargoship.engine._kube_access
 requirements:
-  - kubernetes (Python client)
+  - kubernetes (Python client), for exec and auth-provider credentials, a proxy, merged kubeconfig files or the
+    in-cluster account only (a token or a client certificate needs nothing beyond Python)
 options:
   name:
     description: The node. One of O(name), O(names) and O(node_of) is required.

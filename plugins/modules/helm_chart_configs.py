@@ -9,8 +9,8 @@ module: helm_chart_configs
 short_description: Delete the HelmChartConfig objects cargoship made for charts it no longer manages
 version_added: 0.2.0
 description:
-  - Talks to the Kubernetes API with the Python kubernetes client; run it on the control host
-    (C(delegate_to) V(localhost)).
+  - Talks to the Kubernetes API over HTTPS (with the Python kubernetes client only where the credentials need
+    it); run it on the control host (C(delegate_to) V(localhost)).
   - The engine applies a manifest dropped into a server's manifests directory, but removing the file
     deletes nothing. With O(state=pruned), every HelmChartConfig labelled
     C(app.kubernetes.io/managed-by=cargoship) that O(keep) does not name is deleted, with the AddOn the
@@ -25,7 +25,8 @@ extends_documentation_fragment:
   - cargoship.engine._attributes.no_diff
   - cargoship.engine._kube_access
 requirements:
-  - kubernetes (Python client)
+  - kubernetes (Python client), for exec and auth-provider credentials, a proxy, merged kubeconfig files or the
+    in-cluster account only (a token or a client certificate needs nothing beyond Python)
 options:
   state:
     description: V(pruned) deletes what O(keep) does not name.
