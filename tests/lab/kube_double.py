@@ -19,6 +19,16 @@ Nothing else counts as a heartbeat: a cordon or a label is not the kubelet. ``PO
 (a test-bed endpoint, not Kubernetes) shortens the grace period for a test that says why;
 ``/readyz/etcd`` answers as kube-apiserver's etcd check does, and ``POST /lab/etcd-healthy`` makes it fail.
 
+It can also fail as a real API server fails under load, during an etcd leader change or right after its
+start (real-engines.md, "The API server and etcd"): ``POST /lab/faults`` with ``{"faults": [...]}`` (an
+empty list clears them; ``GET /lab/faults`` lists them with how often each was hit). A fault is
+``{"kind": "status", "status": 429|500|502|503|504}`` (kube-apiserver's own answer for that status, see
+``FAULT_ANSWERS``; 429 with ``Retry-After``, ``retry_after`` seconds, 1 by default), ``{"kind": "reset"}``
+(the connection is dropped without an answer) or ``{"kind": "slow", "delay": seconds}`` (answered late),
+for ``seconds`` from now or ``count`` requests (whichever ends first; neither: until cleared), on paths
+starting with one of ``paths`` (all by default) and ``methods`` (all by default). ``/lab/`` itself never
+fails. The first fault that matches a request is the one it meets.
+
 Usage: python kube_double.py --listen 172.31.251.1:6443 --cert C --key K --token-file T
 """
 
@@ -29,7 +39,9 @@ import copy
 import datetime
 import json
 import re
+import socket
 import ssl
+import struct
 import threading
 import time
 import urllib.parse
@@ -641,11 +653,93 @@ def table(resource: Resource, items: list[dict]) -> dict:
     }
 
 
+# What kube-apiserver answers for each transient status (k8s.io/apiserver: the max-in-flight and
+# priority-and-fairness filters' tooManyRequests writes plain text with a Retry-After header; storage
+# errors of etcd come back as InternalError Status objects; 503 is what a starting apiserver and the
+# aggregator answer; 504 is the request timeout filter's).
+FAULT_ANSWERS = {
+    429: ("text/plain", "Too many requests, please try again later.\n"),
+    500: ("application/json", ("InternalError", "Internal error occurred: etcdserver: leader changed")),
+    502: ("text/plain", "Bad Gateway\n"),
+    503: ("application/json", ("ServiceUnavailable", "the server is currently unable to handle the request")),
+    504: (
+        "application/json",
+        ("Timeout", "Timeout: request did not complete within requested timeout - context deadline exceeded"),
+    ),
+}
+FAULT_KINDS = ("status", "reset", "slow")
+
+
+class Faults:
+    """The faults a test switched on (``POST /lab/faults``), each with its own end and hit count."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.active: list[dict] = []
+
+    def set(self, faults: list) -> list[dict]:
+        now, checked = time.monotonic(), []
+        for fault in faults:
+            kind = fault.get("kind")
+            if kind not in FAULT_KINDS:
+                raise ApiError(400, "BadRequest", f"a fault's kind is one of {', '.join(FAULT_KINDS)}, not {kind!r}")
+            if kind == "status" and int(fault.get("status", 0)) not in FAULT_ANSWERS:
+                raise ApiError(400, "BadRequest", f"a status fault answers one of {sorted(FAULT_ANSWERS)}")
+            entry = {
+                "kind": kind,
+                "status": int(fault.get("status", 0)),
+                "retry_after": int(fault.get("retry_after", 1)),
+                "delay": float(fault.get("delay", 0)),
+                "paths": list(fault.get("paths") or ["/"]),
+                "methods": [m.upper() for m in fault.get("methods") or []],
+                "until": now + float(fault["seconds"]) if fault.get("seconds") is not None else None,
+                "left": int(fault["count"]) if fault.get("count") is not None else None,
+                "hits": 0,
+            }
+            checked.append(entry)
+        with self.lock:
+            self.active = checked
+        return self.listed()
+
+    def listed(self) -> list[dict]:
+        now = time.monotonic()
+        with self.lock:
+            return [
+                {
+                    **{k: v for k, v in f.items() if k != "until"},
+                    "seconds_left": None if f["until"] is None else max(0.0, f["until"] - now),
+                }
+                for f in self.active
+            ]
+
+    def meet(self, method: str, path: str) -> dict | None:
+        """The fault this request meets, counted; None to answer it as usual."""
+        if path.startswith("/lab/"):
+            return None
+        now = time.monotonic()
+        with self.lock:
+            for fault in self.active:
+                if fault["until"] is not None and now >= fault["until"]:
+                    continue
+                if fault["left"] is not None and fault["left"] <= 0:
+                    continue
+                if not any(path.startswith(prefix) for prefix in fault["paths"]):
+                    continue
+                if fault["methods"] and method not in fault["methods"]:
+                    continue
+                if fault["left"] is not None:
+                    fault["left"] -= 1
+                fault["hits"] += 1
+                return dict(fault)
+        return None
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server_version = "cargoship-kube-double/1"
     store: Store
     token: str
+    faults: Faults
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -670,9 +764,50 @@ class Handler(BaseHTTPRequestHandler):
                 raise ApiError(415, "UnsupportedMediaType", "YAML bodies are not served by the lab API double") from exc
             raise ApiError(400, "BadRequest", f"invalid JSON body: {exc}") from exc
 
+    def send_fault(self, fault: dict) -> bool:
+        """Fail this request as the fault says; False when it is only late and is then answered."""
+        if fault["kind"] == "slow":
+            time.sleep(fault["delay"])
+            return False
+        if fault["kind"] == "reset":
+            # Dropped with a TCP reset, as a dying apiserver or a load balancer drops it: no answer at all.
+            self.close_connection = True
+            try:
+                self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            except OSError:
+                pass
+            return True
+        content_type, answer = FAULT_ANSWERS[fault["status"]]
+        if content_type == "application/json":
+            reason, message = answer
+            data = json.dumps(
+                {
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "metadata": {},
+                    "status": "Failure",
+                    "message": message,
+                    "reason": reason,
+                    "code": fault["status"],
+                }
+            ).encode()
+        else:
+            data = answer.encode()
+        self.send_response(fault["status"])
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        if fault["status"] == 429:
+            self.send_header("Retry-After", str(fault["retry_after"]))
+        self.end_headers()
+        self.wfile.write(data)
+        return True
+
     def dispatch(self, method: str) -> None:
         try:
             url = urllib.parse.urlsplit(self.path)
+            fault = self.faults.meet(method, url.path)
+            if fault is not None and self.send_fault(fault):
+                return
             # Like a real apiserver, health and version answer anonymous callers; the rest needs the token.
             if url.path not in ANONYMOUS_PATHS and self.headers.get("Authorization") != f"Bearer {self.token}":
                 raise ApiError(401, "Unauthorized", "Unauthorized")
@@ -700,6 +835,10 @@ class Handler(BaseHTTPRequestHandler):
         self.dispatch("DELETE")
 
     def route(self, method: str, parts: list[str], query: dict) -> tuple[int, dict]:
+        if parts == ["lab", "faults"]:
+            if method == "POST":
+                return 200, {"faults": self.faults.set(list(self.read_body().get("faults") or []))}
+            return 200, {"faults": self.faults.listed()}
         if parts == ["lab", "node-grace"] and method == "POST":
             seconds = float(self.read_body()["seconds"])
             with self.store.lock:
@@ -868,6 +1007,7 @@ def main() -> None:
     with open(args.token_file, encoding="utf-8") as handle:
         Handler.token = handle.read().strip()
     Handler.store = Store()
+    Handler.faults = Faults()
     server = ThreadingHTTPServer((host, int(port)), Handler)
     server.daemon_threads = True
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

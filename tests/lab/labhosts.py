@@ -157,6 +157,16 @@ class RunningLab:
             self.lab_setting("/lab/node-grace", {"seconds": 40})
 
     @contextmanager
+    def api_faults(self, *faults: dict):
+        """The API double fails as a real API server does, as ``faults`` say (kube_double.py: 429, 5xx,
+        dropped connections, slow answers), for the block."""
+        self.lab_setting("/lab/faults", {"faults": list(faults)})
+        try:
+            yield
+        finally:
+            self.lab_setting("/lab/faults", {"faults": []})
+
+    @contextmanager
     def etcd_unhealthy(self):
         """The API server's etcd check fails for the block."""
         self.lab_setting("/lab/etcd-healthy", {"healthy": False})

@@ -27,6 +27,7 @@ class KubeApi:
         labctl.make_certificates(lab)
         kube_double.Handler.token = lab.token
         self.store = kube_double.Handler.store = kube_double.Store()
+        self.faults = kube_double.Handler.faults = kube_double.Faults()
         self.server = kube_double.ThreadingHTTPServer(("127.0.0.1", 0), kube_double.Handler)
         self.server.daemon_threads = True
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)

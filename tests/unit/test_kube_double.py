@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import http.client
+import json
+import ssl
+
 import kube_double as kd
 import pytest
 
@@ -213,3 +217,86 @@ def test_node_without_heartbeat_turns_unknown(store):
     store.heartbeats["n1"] -= kd.NODE_GRACE_SECONDS + 1
     store.reconcile()
     assert kd.node_ready(store.get(nodes, "", "n1")) is False
+
+
+# -- failing as a real API server fails (POST /lab/faults) ---------------------------------------------
+
+
+def call(kube, method: str, path: str, body: dict | None = None) -> tuple[int, dict, str]:
+    """One request to the served double, as any client makes it: (status, headers, text)."""
+    configuration = kube.api_client.configuration
+    host, port = configuration.host.split("://", 1)[1].rsplit(":", 1)
+    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    connection = http.client.HTTPSConnection(host, int(port), context=context, timeout=10)
+    headers = {"Authorization": f"Bearer {kube.access['api_key']}", "Content-Type": "application/json"}
+    try:
+        connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read().decode()
+    finally:
+        connection.close()
+
+
+def faults(kube, *given: dict) -> list[dict]:
+
+    status, _headers, text = call(kube, "POST", "/lab/faults", {"faults": list(given)})
+    assert status == 200, text
+    return json.loads(text)["faults"]
+
+
+def test_a_429_is_plain_text_with_retry_after_for_as_many_requests_as_asked(kube):
+    faults(kube, {"kind": "status", "status": 429, "retry_after": 3, "count": 2, "paths": ["/api/v1/nodes"]})
+    for _attempt in range(2):
+        status, headers, text = call(kube, "GET", "/api/v1/nodes")
+        assert (status, headers["Retry-After"], headers["Content-Type"]) == (429, "3", "text/plain")
+        assert text == "Too many requests, please try again later.\n"
+    assert call(kube, "GET", "/api/v1/nodes")[0] == 200
+    assert call(kube, "GET", "/api/v1/pods")[0] == 200  # another path: not affected
+
+    listed = json.loads(call(kube, "GET", "/lab/faults")[2])["faults"]
+    assert [(f["hits"], f["left"]) for f in listed] == [(2, 0)]
+
+
+def test_500_and_503_answer_kube_apiservers_status_objects_on_the_paths_and_methods_given(kube):
+
+    kube.node("w1")
+    kube.pod("web-1", "w1")
+    eviction = "/api/v1/namespaces/default/pods/web-1/eviction"
+    faults(
+        kube,
+        {"kind": "status", "status": 503, "paths": ["/api/v1/nodes"], "seconds": 60},
+        {"kind": "status", "status": 500, "paths": [eviction], "methods": ["post"]},
+    )
+    status, _headers, text = call(kube, "GET", "/api/v1/nodes/w1")
+    assert status == 503
+    assert json.loads(text)["reason"] == "ServiceUnavailable"
+    assert json.loads(text)["message"] == "the server is currently unable to handle the request"
+    status, _headers, text = call(kube, "POST", eviction, {"apiVersion": "policy/v1", "kind": "Eviction"})
+    assert (status, json.loads(text)["reason"]) == (500, "InternalError")
+    assert "etcdserver: leader changed" in json.loads(text)["message"]
+    assert call(kube, "GET", "/api/v1/namespaces/default/pods/web-1")[0] == 200  # a GET of the pod is not
+    # A fault whose time is over is met no more; the test-bed endpoints themselves never fail.
+    faults(kube, {"kind": "status", "status": 503, "seconds": 0})
+    assert call(kube, "GET", "/api/v1/nodes/w1")[0] == 200
+    faults(kube, {"kind": "status", "status": 503})
+    assert call(kube, "GET", "/api/v1/nodes/w1")[0] == 503
+    assert faults(kube) == []
+    assert call(kube, "GET", "/api/v1/nodes/w1")[0] == 200
+
+
+def test_a_reset_drops_the_connection_and_a_slow_answer_still_comes(kube):
+
+    faults(kube, {"kind": "reset", "count": 1})
+    with pytest.raises((ConnectionResetError, http.client.RemoteDisconnected, ConnectionAbortedError)):
+        call(kube, "GET", "/api/v1/nodes")
+    assert call(kube, "GET", "/api/v1/nodes")[0] == 200
+    listed = faults(kube, {"kind": "slow", "delay": 0.05, "count": 1})
+    assert listed[0]["kind"] == "slow"
+    assert call(kube, "GET", "/api/v1/nodes")[0] == 200
+
+
+def test_a_fault_the_double_cannot_play_is_refused_naming_what_it_can(kube):
+    status, _headers, text = call(kube, "POST", "/lab/faults", {"faults": [{"kind": "flaky"}]})
+    assert status == 400 and "status, reset, slow" in text
+    status, _headers, text = call(kube, "POST", "/lab/faults", {"faults": [{"kind": "status", "status": 418}]})
+    assert status == 400 and "[429, 500, 502, 503, 504]" in text
