@@ -19,7 +19,7 @@ _worker = os.environ.get("PYTEST_XDIST_WORKER", "")
 if _worker.startswith("gw") and _worker[2:].isdigit():
     os.environ["CARGOSHIP_LAB_SLOT"] = _worker[2:]
 else:
-    os.environ["CARGOSHIP_LAB_SLOT"] = os.environ.get("CARGOSHIP_LAB_SLOT", "0")
+    os.environ.setdefault("CARGOSHIP_LAB_SLOT", "0")
 # The venv's ansible, ansible-playbook and cargoship, and the checkout's ansible.cfg (which finds the
 # collection), whichever way pytest was started.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"

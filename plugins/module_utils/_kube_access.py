@@ -20,6 +20,7 @@ a setting this file does not know) goes through the kubernetes package, as befor
 
 from __future__ import annotations
 
+import base64
 import http.client
 import os
 import ssl
@@ -147,7 +148,9 @@ class PlainConfiguration:
 
 
 def _yaml_load(path: str):
-    import yaml  # ansible-core's own dependency: always there on a control host
+    # Imported here: PyYAML is ansible-core's own dependency on a control host, but a module's imports must
+    # not need it (ansible-test sanity's import test).
+    import yaml
 
     with open(path, encoding="utf-8") as handle:
         return yaml.safe_load(handle)
@@ -226,8 +229,6 @@ def plain_settings(params: dict) -> PlainConfiguration | None:
 
 
 def decoded(data) -> str:
-    import base64
-
     return base64.b64decode(data).decode("ascii") if data else ""
 
 
@@ -262,27 +263,30 @@ class PlainPool:
             self.connection.sock.settimeout(timeout)
         return self.connection
 
-    def request(self, method, url, headers=None, body=None, timeout=30, retries=None, **_options) -> PlainResponse:
+    def request(self, method, url, headers=None, body=None, timeout=30, **_options) -> PlainResponse:
+        """One request (urllib3's ``retries`` and other options are not used: a refusal is the caller's)."""
         parts = urllib.parse.urlsplit(url)
         target = parts.path + ("?" + parts.query if parts.query else "")
         if isinstance(body, str):
             body = body.encode("utf-8")  # http.client would send a str as ISO-8859-1
-        for attempt in (1, 2):
-            reused = self.connection is not None and self.connection.sock is not None
-            connection = self.connect(parts, timeout)
-            try:
-                connection.request(method, target, body=body, headers=headers or {})
-                response = connection.getresponse()
-                return PlainResponse(response.status, response.reason, response.read())
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
-                # A kept-alive connection the server had closed meanwhile: once more on a new one.
-                self.close()
-                if not reused or attempt == 2:
-                    raise
-            except BaseException:
-                self.close()
+        reused = self.connection is not None and self.connection.sock is not None
+        try:
+            return self.exchange(parts, timeout, method, target, body, headers or {})
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if not reused:
                 raise
-        raise AssertionError("unreachable")
+            # A kept-alive connection the server had closed meanwhile: once more, on a new one.
+            return self.exchange(parts, timeout, method, target, body, headers or {})
+
+    def exchange(self, parts, timeout, method, target, body, headers) -> PlainResponse:
+        connection = self.connect(parts, timeout)
+        try:
+            connection.request(method, target, body=body, headers=headers)
+            response = connection.getresponse()
+            return PlainResponse(response.status, response.reason, response.read())
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
         if self.connection is not None:

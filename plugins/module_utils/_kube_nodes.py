@@ -311,7 +311,10 @@ def check_known(core, module) -> dict:
     left_cordoned = sorted(
         n.metadata.name
         for n in listed
-        if n.spec and n.spec.unschedulable and CORDONED_BY in (n.metadata.annotations or {})
+        if n.metadata.name in by_node
+        and n.spec
+        and n.spec.unschedulable
+        and CORDONED_BY in (n.metadata.annotations or {})
     )
     for host, node in sorted(node_of.items()):
         if node not in existing:
@@ -326,7 +329,7 @@ def check_known(core, module) -> dict:
         "changed": False,
         "changes": [],
         "renamed": {h: n for h, n in node_of.items() if h != n},
-        "left_cordoned": [name for name in left_cordoned if name in set(map(str, node_of.values()))],
+        "left_cordoned": left_cordoned,
     }
 
 

@@ -43,7 +43,9 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
     """The survey's answer to ``module`` called with ``args``, or None if the host has to be asked."""
     if not isinstance(survey, dict) or survey.get("failed") or survey.get("skipped"):
         return None
-    if not check_mode and module not in HOLD_IN_A_REAL_RUN and not nothing_to_clean(module, args):
+    # In a real run, an answer of what the run changes holds only if it found nothing to clean.
+    only_if_nothing_found = not check_mode and module not in HOLD_IN_A_REAL_RUN
+    if only_if_nothing_found and not nothing_to_clean(module, args):
         return None
     if bool(survey.get("diff_mode")) != bool(diff_mode) and module == "engine_config":
         return None
@@ -54,7 +56,7 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
         result = item.get("result") or {}
         if result.get("skipped"):
             return None
-        if not check_mode and module not in HOLD_IN_A_REAL_RUN and (result.get("changed") or result.get("failed")):
+        if only_if_nothing_found and (result.get("changed") or result.get("failed")):
             return None  # something to clean: the host does it
         return {**copy.deepcopy(result), "answered_by": "host_survey"}
     return None

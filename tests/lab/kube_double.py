@@ -653,10 +653,12 @@ def table(resource: Resource, items: list[dict]) -> dict:
     }
 
 
-# What kube-apiserver answers for each transient status (k8s.io/apiserver: the max-in-flight and
-# priority-and-fairness filters' tooManyRequests writes plain text with a Retry-After header; storage
-# errors of etcd come back as InternalError Status objects; 503 is what a starting apiserver and the
-# aggregator answer; 504 is the request timeout filter's).
+# What a client meets for each transient status (real-engines.md, "The API server and etcd": 429 under
+# load, 500/503 during etcd leader changes and right after an apiserver start). The bodies are
+# kube-apiserver's own: k8s.io/apiserver's max-in-flight and priority-and-fairness filters answer 429 in
+# plain text with a Retry-After header (filters/maxinflight.go tooManyRequests); etcd's errors come back
+# as InternalError Status objects; 503 is a starting apiserver's and the aggregator's; 504 is the request
+# timeout filter's. 502 is never kube-apiserver's: it is a load balancer's in front of the servers.
 FAULT_ANSWERS = {
     429: ("text/plain", "Too many requests, please try again later.\n"),
     500: ("application/json", ("InternalError", "Internal error occurred: etcdserver: leader changed")),
@@ -701,6 +703,11 @@ class Faults:
             self.active = checked
         return self.listed()
 
+    @staticmethod
+    def live(fault: dict, now: float) -> bool:
+        """Whether the fault still has time and requests left."""
+        return (fault["until"] is None or now < fault["until"]) and (fault["left"] is None or fault["left"] > 0)
+
     def listed(self) -> list[dict]:
         now = time.monotonic()
         with self.lock:
@@ -708,6 +715,7 @@ class Faults:
                 {
                     **{k: v for k, v in f.items() if k != "until"},
                     "seconds_left": None if f["until"] is None else max(0.0, f["until"] - now),
+                    "live": self.live(f, now),
                 }
                 for f in self.active
             ]
@@ -719,9 +727,7 @@ class Faults:
         now = time.monotonic()
         with self.lock:
             for fault in self.active:
-                if fault["until"] is not None and now >= fault["until"]:
-                    continue
-                if fault["left"] is not None and fault["left"] <= 0:
+                if not self.live(fault, now):
                     continue
                 if not any(path.startswith(prefix) for prefix in fault["paths"]):
                     continue

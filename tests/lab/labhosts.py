@@ -133,19 +133,21 @@ class RunningLab:
         out = self.sh(name, f"test -e {path} && echo $(( $(date +%s) - $(stat -c %Y {path}) ))", check=False)
         return float(out.stdout.strip()) if out.stdout.strip() else None
 
-    def lab_setting(self, path: str, body: dict) -> None:
-        """A test-bed setting of the API double (not a Kubernetes endpoint)."""
+    def lab_setting(self, path: str, body: dict | None = None) -> dict:
+        """A test-bed setting of the API double (not a Kubernetes endpoint): POSTed with ``body``, read
+        with none."""
         config = yaml.safe_load(self.kubeconfig.read_text())
         cluster, user = config["clusters"][0]["cluster"], config["users"][0]["user"]
         context = ssl.create_default_context(cadata=base64.b64decode(cluster["certificate-authority-data"]).decode())
         request = urllib.request.Request(
             cluster["server"] + path,
-            data=json.dumps(body).encode(),
-            method="POST",
+            data=None if body is None else json.dumps(body).encode(),
+            method="GET" if body is None else "POST",
             headers={"Authorization": f"Bearer {user['token']}", "Content-Type": "application/json"},
         )
         with urllib.request.urlopen(request, context=context, timeout=10) as response:
             assert response.status == 200
+            return json.loads(response.read())
 
     @contextmanager
     def node_grace(self, seconds: float):
@@ -210,13 +212,16 @@ def file_prints(root: str, engine: str) -> list[tuple]:
                 try:
                     info = os.lstat(path)
                     with open(path, "rb") as handle:
-                        digest = hashlib.sha256(handle.read()).hexdigest()
+                        found.append(
+                            (
+                                os.path.relpath(path, root),
+                                hashlib.sha256(handle.read()).hexdigest(),
+                                info.st_mode,
+                                info.st_uid,
+                            )
+                        )
                 except OSError as exc:
-                    digest = f"unreadable: {exc.strerror}"
-                    info = None
-                found.append(
-                    (os.path.relpath(path, root), digest, info.st_mode if info else None, info.st_uid if info else None)
-                )
+                    found.append((os.path.relpath(path, root), f"unreadable: {exc.strerror}", None, None))
     return sorted(found)
 
 
@@ -285,6 +290,9 @@ class LabManager:
         prints["chart values"] = sorted(
             json.dumps([c["metadata"]["namespace"], c["metadata"]["name"], c.get("spec")]) for c in charts
         )
+        # The API double's faults a test left switched on (kube_double.py, POST /lab/faults).
+        faults = lab.lab_setting("/lab/faults")["faults"]
+        prints["API faults"] = [{k: f[k] for k in ("kind", "status", "paths", "methods")} for f in faults if f["live"]]
         return prints
 
     def changed_since_built(self) -> list[str]:

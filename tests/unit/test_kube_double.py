@@ -291,8 +291,10 @@ def test_a_reset_drops_the_connection_and_a_slow_answer_still_comes(kube):
         call(kube, "GET", "/api/v1/nodes")
     assert call(kube, "GET", "/api/v1/nodes")[0] == 200
     listed = faults(kube, {"kind": "slow", "delay": 0.05, "count": 1})
-    assert listed[0]["kind"] == "slow"
-    assert call(kube, "GET", "/api/v1/nodes")[0] == 200
+    assert listed[0]["kind"] == "slow" and listed[0]["live"]
+    assert call(kube, "GET", "/api/v1/nodes")[0] == 200  # late, but answered
+    after = json.loads(call(kube, "GET", "/lab/faults")[2])["faults"]
+    assert [(f["hits"], f["live"]) for f in after] == [(1, False)], "the slow answer did not meet its fault"
 
 
 def test_a_fault_the_double_cannot_play_is_refused_naming_what_it_can(kube):
