@@ -233,16 +233,18 @@ def decoded(data) -> str:
 
 
 class PlainResponse:
-    def __init__(self, status: int, reason: str, data: bytes):
+    def __init__(self, status: int, reason: str, data: bytes, headers=None):
         self.status, self.reason, self.data = status, reason, data
+        self.headers = headers or {}
 
 
 class PlainPool:
-    """One kept-alive connection to the API server; what _kube_rest.KubeApi asks of urllib3's pool."""
+    """Kept-alive connections, one per API server it is asked to reach (the kubeconfig's, or another
+    server's for a health check); what _kube_rest.KubeApi asks of urllib3's pool."""
 
     def __init__(self, configuration: PlainConfiguration):
         self.configuration = configuration
-        self.connection: http.client.HTTPConnection | None = None
+        self.connections: dict[tuple, http.client.HTTPConnection] = {}
         self.context: ssl.SSLContext | None = None
 
     def tls(self) -> ssl.SSLContext:
@@ -251,25 +253,33 @@ class PlainPool:
             self.context = tls_context(self.configuration)
         return self.context
 
+    @staticmethod
+    def key(url: urllib.parse.SplitResult) -> tuple:
+        return url.scheme, url.hostname, url.port or (443 if url.scheme == "https" else 80)
+
     def connect(self, url: urllib.parse.SplitResult, timeout: float) -> http.client.HTTPConnection:
-        if self.connection is None:
-            port = url.port or (443 if url.scheme == "https" else 80)
-            if url.scheme == "https":
-                self.connection = http.client.HTTPSConnection(url.hostname, port, timeout=timeout, context=self.tls())
+        key = self.key(url)
+        connection = self.connections.get(key)
+        if connection is None:
+            scheme, hostname, port = key
+            if scheme == "https":
+                connection = http.client.HTTPSConnection(hostname, port, timeout=timeout, context=self.tls())
             else:
-                self.connection = http.client.HTTPConnection(url.hostname, port, timeout=timeout)
-        self.connection.timeout = timeout
-        if self.connection.sock is not None:
-            self.connection.sock.settimeout(timeout)
-        return self.connection
+                connection = http.client.HTTPConnection(hostname, port, timeout=timeout)
+            self.connections[key] = connection
+        connection.timeout = timeout
+        if connection.sock is not None:
+            connection.sock.settimeout(timeout)
+        return connection
 
     def request(self, method, url, headers=None, body=None, timeout=30, **_options) -> PlainResponse:
-        """One request (urllib3's ``retries`` and other options are not used: a refusal is the caller's)."""
+        """One request (urllib3's ``retries`` and other options are not used: retrying is the caller's)."""
         parts = urllib.parse.urlsplit(url)
         target = parts.path + ("?" + parts.query if parts.query else "")
         if isinstance(body, str):
             body = body.encode("utf-8")  # http.client would send a str as ISO-8859-1
-        reused = self.connection is not None and self.connection.sock is not None
+        kept = self.connections.get(self.key(parts))
+        reused = kept is not None and kept.sock is not None
         try:
             return self.exchange(parts, timeout, method, target, body, headers or {})
         except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
@@ -283,15 +293,19 @@ class PlainPool:
         try:
             connection.request(method, target, body=body, headers=headers)
             response = connection.getresponse()
-            return PlainResponse(response.status, response.reason, response.read())
+            return PlainResponse(response.status, response.reason, response.read(), response.msg)
         except BaseException:
-            self.close()
+            self.drop(self.key(parts))
             raise
 
+    def drop(self, key: tuple) -> None:
+        connection = self.connections.pop(key, None)
+        if connection is not None:
+            connection.close()
+
     def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection = None
+        for key in list(self.connections):
+            self.drop(key)
 
 
 def tls_context(configuration: PlainConfiguration) -> ssl.SSLContext:

@@ -17,10 +17,11 @@ import datetime
 import json
 import time
 
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, parse_time
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, parse_time
 
 CORDONED_BY = "cargoship.io/cordoned-by"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
+ETCD_ROLE = "node-role.kubernetes.io/etcd"
 UNCORDON = {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}}
 # The node_state a step of a node's sync returns (plugin_utils/_node_progress.py follows them).
 NODE_STATES = {"drained": "drained", "ready": "ready", "uncordoned": "uncordoned"}
@@ -333,29 +334,107 @@ def check_known(core, module) -> dict:
     }
 
 
-def check_safe_to_stop(core, module) -> dict:
-    """Fail unless every other controller runs with a fresh kubelet and etcd is healthy."""
+def etcd_learner(node) -> str | None:
+    """Why ``node``'s etcd member is not a voter yet, from the condition k3s and RKE2 set on servers with
+    embedded etcd (``EtcdIsVoter``; real-engines.md, "The API server and etcd"), else None (a voter, or
+    a node that does not report it)."""
+    condition = next((c for c in node.status.conditions or [] if c.type == "EtcdIsVoter"), None)
+    if condition is None or condition.status != "False":
+        return None
+    return condition.message or condition.reason or "a learner"
+
+
+def internal_address(node) -> str | None:
+    return next((a.address for a in node.status.addresses or [] if a.type == "InternalIP" and a.address), None)
+
+
+def server_url(address: str, port: int) -> str:
+    return f"https://[{address}]:{port}" if ":" in address else f"https://{address}:{port}"
+
+
+def api_answers(core, node, port: int) -> tuple[str | None, bool]:
+    """Whether the API server on a controller answers ready: (the problem or None, whether it may pass by
+    waiting). An API server that is still starting answers 503 (wait); one that refuses connections for
+    the retry time is down (refuse at once)."""
+    name = node.metadata.name
+    address = internal_address(node)
+    if address is None:
+        return f"controller {name} has no InternalIP address, so its API server cannot be checked", False
+    url = server_url(address, port)
+    try:
+        status, body = core.get_text("/readyz", server=url)
+    except ApiUnavailable as exc:
+        return f"the API server of {name} at {url} does not answer ({exc.last})", False
+    except Exception as exc:  # a certificate that does not verify, an address that does not resolve
+        return f"the API server of {name} at {url} cannot be checked: {type(exc).__name__}: {exc}", False
+    if status != 200:
+        return f"the API server of {name} at {url} is not ready ({status}: {body.strip()[:120]!r})", True
+    return None, False
+
+
+def stop_problems(core, module) -> tuple[list[str], list[str]]:
+    """Why the cluster cannot lose controller ``name`` now: (the problems that refuse it, the ones that
+    may pass by waiting: a member that is still a learner, an API server still starting).
+
+    The members are the nodes labelled control-plane or etcd (an etcd-only member counts towards the
+    quorum though it runs no API server) and any of ``names``. Etcd keeps its quorum without ``name`` only
+    if every other member runs (Ready from a kubelet that renews its Lease, not a stale Ready) and
+    votes; the API server's own etcd check passes with a member down, so the members are counted here."""
     p = module.params
-    problems = []
-    if p["names"] is not None:
-        controllers = p["names"]
-    else:
-        # The cluster's own view of its controllers, which includes any the inventory does not list.
-        controllers = [n.metadata.name for n in core.list_node(label_selector=CONTROL_PLANE).items]
-    for other in controllers:
+    nodes = {n.metadata.name: n for n in core.list_node().items}
+    labelled = {
+        name for name, n in nodes.items() if {CONTROL_PLANE, ETCD_ROLE} & set(n.metadata.labels or {})
+    }
+    leases = {
+        lease.metadata.name: lease.spec.renew_time for lease in core.list_namespaced_lease("kube-node-lease").items
+    }
+    refusals, waits = [], []
+    for other in sorted(labelled | set(p["names"] or [])):
         if other == p["name"]:
             continue
-        silent = kubelet_silent(module, lease_age(core, other))
-        if not is_ready(core.read_node(other)):
-            problems.append(f"controller {other} is not Ready")
-        elif silent:
-            problems.append(f"controller {other} shows Ready but its kubelet {silent}")
+        node = nodes.get(other)
+        role = "controller" if node is None or CONTROL_PLANE in (node.metadata.labels or {}) else "etcd member"
+        if node is None:
+            refusals.append(f"controller {other} is not in the cluster")
+            continue
+        silent = kubelet_silent(module, age_of(leases.get(other)))
+        if not is_ready(node):
+            refusals.append(f"{role} {other} is not Ready")
+            continue
+        if silent:
+            refusals.append(f"{role} {other} shows Ready but its kubelet {silent}")
+            continue
+        learner = etcd_learner(node)
+        if learner:
+            waits.append(f"{role} {other} is not an etcd voter yet ({learner})")
+        if role == "controller":
+            problem, passes = api_answers(core, node, p["api_port"])
+            if problem:
+                (waits if passes else refusals).append(problem)
     status, body = core.get_text("/readyz/etcd")
     if status not in (200, 404):  # 404: no embedded etcd behind this API server
-        problems.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
+        waits.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
+    return refusals, waits
+
+
+def check_safe_to_stop(core, module) -> dict:
+    """Fail unless the cluster can lose controller ``name`` now (see :func:`stop_problems`). What may pass
+    by waiting (a member that rejoined as a learner, an API server still starting) is waited for, within
+    ``timeout``, outside check mode; anything else refuses at once."""
+    p = module.params
+    deadline = time.monotonic() + p["timeout"]
+    began = time.monotonic()
+    while True:
+        refusals, waits = stop_problems(core, module)
+        if refusals or not waits or module.check_mode or time.monotonic() > deadline:
+            break
+        pause(began)
+    problems = refusals + waits
     if problems:
+        waited = f" (waited {p['timeout']} s)" if waits and not refusals and not module.check_mode else ""
         module.fail_json(
-            msg=f"not stopping {p['name']}: " + "; ".join(problems) + ". Nothing was touched; the rollout stops here",
+            msg=f"not stopping {p['name']}: " + "; ".join(problems) + waited
+            + ". Nothing was touched; the rollout stops here",
             problems=problems,
         )
     return {"changed": False, "changes": []}

@@ -14,7 +14,13 @@ back as :class:`Resource`, whose fields read as the typed models' do.
 from __future__ import annotations
 
 import datetime
+import errno
+import http.client
 import json
+import random
+import socket
+import ssl
+import time
 import urllib.parse
 
 
@@ -27,10 +33,35 @@ class ApiException(Exception):
         self.status, self.reason, self.body = status, reason, body
 
 
+class ApiUnavailable(Exception):
+    """The API answered nothing but "not yet" (a transient status, a dropped or refused connection, no
+    answer in time) until the step's deadline: what was asked, how often, for how long, the last answer."""
+
+    def __init__(self, what: str, attempts: int, seconds: float, last: str):
+        super().__init__(
+            f"{what}: only transient answers in {attempts} attempt{'s' if attempts != 1 else ''} over "
+            f"{seconds:.0f} s, the last: {last}"
+        )
+        self.last = last
+
+
 # Fields whose value maps user keys to values: read as dicts, as the typed models give them.
 MAPS = frozenset({"labels", "annotations", "matchLabels", "nodeSelector", "data", "capacity", "allocatable"})
 # How long one request may take; the typed client set none, a hung API would hang the run.
 REQUEST_TIMEOUT = 30
+# How long a call is retried while the API answers "not yet", where its step sets no deadline of its own
+# (a wait's deadline is its timeout). Long enough for an apiserver restart or an etcd leader election.
+RETRY_FOR = 30
+# The statuses that mean "not yet" (real-engines.md, "The API server and etcd"): 429 from priority and
+# fairness, 500 during an etcd leader change, 502/504 from a load balancer or a timed-out etcd request,
+# 503 while an apiserver starts. client-go retries the same ones.
+TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# Connection failures that a restarting API server or a busy load balancer gives; a name that does not
+# resolve or a certificate that does not verify is never retried.
+TRANSIENT_ERRNOS = frozenset({errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EHOSTDOWN})
+URLLIB3_TRANSIENT = frozenset(
+    {"ProtocolError", "NewConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "MaxRetryError"}
+)
 
 
 def parse_time(text: str) -> datetime.datetime:
@@ -75,16 +106,114 @@ class Resource:
         return f"Resource({self._data!r})"
 
 
+def status_message(text: str) -> str:
+    """The message of a Status object (the API server's own words), else ''."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return ""
+    return str(answer.get("message") or "") if isinstance(answer, dict) and answer.get("kind") == "Status" else ""
+
+
+def transient_answer(path: str, status: int, text: str) -> bool:
+    """Whether an answer means "not yet". The eviction subresource's own refusals are answers: a budget
+    that does not allow the eviction yet (429 with a Status; priority and fairness answer 429 in plain
+    text) and a pod under more than one budget (500); the drain deals with them."""
+    if status not in TRANSIENT_STATUSES:
+        return False
+    if path.endswith("/eviction"):
+        message = status_message(text)
+        if status == 429 and message:
+            return False
+        if status == 500 and "PodDisruptionBudget" in message:
+            return False
+    return True
+
+
+def transient_error(exc: BaseException) -> bool:
+    """Whether a failure to get an answer at all is worth another attempt: refused, reset or dropped
+    connections and timeouts (an API server restarting), not a name that does not resolve or a
+    certificate that does not verify. urllib3 wraps the cause (``reason``)."""
+    found, seen, stack = False, set(), [exc]
+    while stack:
+        error = stack.pop()
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, (socket.gaierror, ssl.SSLCertVerificationError)):
+            return False
+        if isinstance(
+            error,
+            (ConnectionError, TimeoutError, http.client.RemoteDisconnected, http.client.IncompleteRead, ssl.SSLEOFError),
+        ) or (isinstance(error, OSError) and error.errno in TRANSIENT_ERRNOS):
+            found = True
+        elif type(error).__module__.startswith("urllib3") and type(error).__name__ in URLLIB3_TRANSIENT:
+            found = True
+        stack += [getattr(error, "reason", None), error.__cause__, error.__context__]
+    return found
+
+
+def retry_after(value) -> float | None:
+    """A Retry-After header in seconds (the API server sends whole seconds), None without one."""
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+def backoff(attempt: int) -> float:
+    """The wait before attempt ``attempt + 1``: 0.25 s doubling to 4 s, with jitter, so that many clients
+    retrying at once do not arrive together."""
+    return min(4.0, 0.25 * 2 ** (attempt - 1)) * random.uniform(0.8, 1.2)
+
+
 class KubeApi:
     """The calls of the typed client's CoreV1Api, PolicyV1Api, CoordinationV1Api and CustomObjectsApi that
     cargoship makes, same names and arguments; failures raise :class:`ApiException` (``status``,
-    ``reason``, ``body``)."""
+    ``reason``, ``body``).
 
-    def __init__(self, api_client):
+    Every call rides through transient failures: it is tried again with backoff (the server's Retry-After
+    where it sends one) until ``deadline`` (time.monotonic(); the step's own, else RETRY_FOR seconds from
+    the call), then raises :class:`ApiUnavailable`. A definite answer (401, 403, 404, 409, 422, a refused
+    eviction) is raised at once."""
+
+    def __init__(self, api_client, deadline: float | None = None):
         self.api_client = api_client
+        self.deadline = deadline
 
-    def send(self, method: str, path: str, query=None, body=None, content_type="", timeout=REQUEST_TIMEOUT, **options):
-        """One request with the client's address, TLS, proxy and credentials: (status, reason, text)."""
+    def answer(self, method: str, path: str, query=None, body=None, content_type="", *, timeout=REQUEST_TIMEOUT,
+               retry_for: float | None = None, statuses: bool = True, server: str | None = None):
+        """(status, reason, text) of the first answer that is not "not yet" (``statuses``: a transient
+        status counts as "not yet"; else only a connection that fails does)."""
+        began = time.monotonic()
+        deadline = self.deadline if self.deadline is not None and retry_for is None else began + (retry_for or RETRY_FOR)
+        attempts = 0
+        while True:
+            attempts += 1
+            remaining = deadline - time.monotonic()
+            wait = None
+            try:
+                status, reason, text, after = self.send(
+                    method, path, query, body, content_type, timeout=max(1.0, min(timeout, remaining)), server=server
+                )
+            except Exception as exc:  # the connection's own kinds: http.client's, ssl's, urllib3's
+                if not transient_error(exc):
+                    raise
+                last = f"no answer ({type(exc).__name__}: {exc})"
+            else:
+                if not statuses or not transient_answer(path, status, text):
+                    return status, reason, text
+                last = f"{status} {status_message(text) or reason}".strip()
+                wait = after
+            now = time.monotonic()
+            if now >= deadline:
+                raise ApiUnavailable(f"{method} {path}", attempts, now - began, last)
+            time.sleep(min(deadline - now, wait if wait is not None else backoff(attempts)))
+
+    def send(self, method: str, path: str, query=None, body=None, content_type="", timeout=REQUEST_TIMEOUT,
+             server: str | None = None, **options):
+        """One request with the client's address (or ``server``'s), TLS, proxy and credentials:
+        (status, reason, text, the Retry-After seconds or None)."""
         configuration = self.api_client.configuration
         headers = {"Accept": "application/json, */*"}
         # auth_settings() also runs the kubeconfig's token refresh (exec and auth-provider credentials).
@@ -92,7 +221,7 @@ class KubeApi:
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
         query = {k: v for k, v in (query or {}).items() if v is not None}
-        url = configuration.host + path + ("?" + urllib.parse.urlencode(query) if query else "")
+        url = (server or configuration.host) + path + ("?" + urllib.parse.urlencode(query) if query else "")
         payload = None
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
@@ -100,11 +229,12 @@ class KubeApi:
         response = self.api_client.rest_client.pool_manager.request(
             method, url, headers=headers, body=payload, timeout=timeout, **options
         )
-        return response.status, response.reason, response.data.decode("utf-8", "replace")
+        text = response.data.decode("utf-8", "replace")
+        return response.status, response.reason, text, retry_after(response.headers.get("Retry-After"))
 
     def request(self, method: str, path: str, query: dict | None = None, body=None, content_type: str = ""):
         """The decoded JSON answer of one request (None for an empty one); ApiException for a refusal."""
-        status, reason, text = self.send(method, path, query, body, content_type)
+        status, reason, text = self.answer(method, path, query, body, content_type)
         if not 200 <= status < 300:
             raise ApiException(status=status, reason=reason, body=text)
         return json.loads(text) if text.strip() else None
@@ -112,9 +242,13 @@ class KubeApi:
     def get(self, path: str, **query) -> Resource:
         return Resource(self.request("GET", path, query) or {})
 
-    def get_text(self, path: str) -> tuple[int, str]:
-        """A GET of a path that answers in text (a health check): its status and text, whatever they are."""
-        status, _reason, text = self.send("GET", path, timeout=10, retries=False)
+    def get_text(self, path: str, server: str | None = None, retry_for: float = 10) -> tuple[int, str]:
+        """A GET of a path that answers in text (a health check), of this API server or of ``server``
+        (``https://host:port``, same credentials): its status and text, whatever they are. Only a
+        connection that fails is tried again, for ``retry_for`` seconds: a failing check is an answer."""
+        status, _reason, text = self.answer(
+            "GET", path, timeout=10, retry_for=retry_for, statuses=False, server=server
+        )
         return status, text
 
     # core/v1

@@ -30,10 +30,14 @@ description:
   - V(uncordoned) makes it schedulable again. V(ready) with O(uncordon=true) does both, once the node is
     Ready, it is made schedulable (as V(uncordoned) would, O(owner) included), in the same call.
   - V(safe_to_stop), for a controller O(name), checks that the cluster can lose O(name) for a while. The
-    other controllers are O(names), or else every node labelled C(node-role.kubernetes.io/control-plane).
-    Every other controller is Ready with a fresh kubelet (its Lease renewed within O(fresh_within) seconds,
-    since a controller whose kubelet stopped still shows Ready for the grace period) and the API server's
-    etcd check (C(/readyz/etcd)) passes, where the cluster has one.
+    members counted are the nodes labelled C(node-role.kubernetes.io/control-plane) or
+    C(node-role.kubernetes.io/etcd) (etcd-only members too) and any of O(names). Every other member must be
+    Ready with a fresh kubelet (its Lease renewed within O(fresh_within) seconds, since a stopped kubelet
+    leaves its old Ready behind) and an etcd voter (the node condition C(EtcdIsVoter) that k3s and RKE2 set;
+    a member that rejoined after a restart is a learner for a while); the API server of every other
+    controller must answer C(/readyz) at its InternalIP and O(api_port); and the API server's etcd check
+    (C(/readyz/etcd)) must pass where the cluster has one. A member that is down refuses at once; a learner
+    or an API server that is still starting is waited for, up to O(timeout) seconds (not in check mode).
     It fails, naming what is wrong, otherwise. It changes nothing.
     V(labeled) sets O(labels) where they are missing or different.
   - V(known), for O(node_of) (each inventory host's node name), fails unless every node exists and no
@@ -41,6 +45,12 @@ description:
   - A cordon made by V(drained) is marked with the annotation C(cargoship.io/cordoned-by) (the O(owner)).
     V(released), for O(names), uncordons the nodes so marked that are Ready, which an interrupted run
     left cordoned. Nodes cordoned by anyone else are left alone.
+  - Every API call rides through the answers that mean "not yet": refused, reset or dropped connections,
+    timeouts, and HTTP 429, 500, 502, 503 and 504 (an API server restarting, an etcd leader election,
+    priority and fairness under load). It is tried again with backoff (0.25 s doubling to 4 s, or the
+    server's C(Retry-After)) until the step's deadline (O(timeout) for V(drained), V(ready) and
+    V(safe_to_stop), else 30 s), then fails saying what was asked, how often and the last answer. A
+    definite answer (401, 403, 404, 409, 422, an eviction a PodDisruptionBudget refuses) is not retried.
   - In check mode nothing is changed; the module reports what it would do.
 author:
   - cargoship developers (@cargoship)
@@ -120,8 +130,17 @@ options:
       - How recent a kubelet's Lease renewal must be, in seconds, for its Ready to count, with
         O(state=safe_to_stop) or O(only_if_safe_to_stop) (the other controllers), with O(state=released)
         (the nodes to give back), and with O(state=drained) (a node whose kubelet is down is not waited for).
+      - A kubelet renews its Lease every 10 s, on its own clock; the default leaves room for that and for
+        the clock skew that cargoship allows between hosts (C(cargoship_max_clock_skew), 30 s).
     type: int
-    default: 25
+    default: 45
+  api_port:
+    description:
+      - The port of the API server on each controller's InternalIP, for the check of every other
+        controller's API server with O(state=safe_to_stop) or O(only_if_safe_to_stop). k3s and RKE2 serve it
+        on 6443.
+    type: int
+    default: 6443
   restarted_after:
     description:
       - With O(state=ready) and O(name), the moment the node's engine was stopped, on the node's clock
@@ -182,6 +201,7 @@ node_state:
   type: str
 """
 
+import time
 import traceback
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
@@ -205,7 +225,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes impor
     release,
     uncordoned,
 )
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, KubeApi
 
 HANDLERS = {
     ("known", "node_of"): check_known,
@@ -219,6 +239,8 @@ HANDLERS = {
     ("released", "names"): release,
 }
 CHECK_MODE_ONLY = {drains_assessed}
+# The states that wait (for pods to go, for Ready, for a learner): their API calls retry until their timeout.
+WAITS = frozenset({"drained", "ready", "safe_to_stop"})
 
 
 def main() -> None:
@@ -241,7 +263,8 @@ def main() -> None:
             "force": {"type": "bool", "default": False},
             "labels": {"type": "dict", "default": {}},
             "restarted_after": {"type": "str"},
-            "fresh_within": {"type": "int", "default": 25},
+            "fresh_within": {"type": "int", "default": 45},
+            "api_port": {"type": "int", "default": 6443},
             "uncordon": {"type": "bool", "default": False},
             "only_if_safe_to_stop": {"type": "bool", "default": False},
         },
@@ -261,9 +284,15 @@ def main() -> None:
         ]
         module.fail_json(msg=f"state={p['state']} works on {' or '.join(valid)}, not {target}")
     try:
-        result = handler(KubeApi(api_client(p)), module)
+        api = KubeApi(api_client(p))
+        if p["state"] in WAITS and not module.check_mode:
+            # A wait's calls ride through "not yet" answers for as long as the wait itself may take.
+            api.deadline = time.monotonic() + p["timeout"]
+        result = handler(api, module)
     except ApiException as exc:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
+    except ApiUnavailable as exc:
+        module.fail_json(msg=f"the Kubernetes API ({describe(p)}) did not answer {p['state']} of {p['name'] or target} in time: {exc}")
     except LibraryMissing:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API

@@ -17,6 +17,8 @@ description:
     engine keeps for its manifest file (without that, the engine would not apply the same file again
     should it come back).
   - Run it only once no controller has the manifest any more, or a controller's engine applies it again.
+  - Answers that mean "not yet" (dropped connections, timeouts, HTTP 429, 500, 502, 503, 504) are retried
+    with backoff, honouring C(Retry-After), for up to 30 s a call; other refusals fail at once.
   - In check mode nothing is deleted; the module reports what it would delete.
 author:
   - cargoship developers (@cargoship)
@@ -68,7 +70,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_access impo
     api_client,
     describe,
 )
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, KubeApi
 
 SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
 
@@ -96,7 +98,12 @@ def main() -> None:
             changes.append(f"delete HelmChartConfig {namespace}/{name}")
             if module.check_mode:
                 continue
-            api.delete_namespaced_custom_object("helm.cattle.io", "v1", namespace, "helmchartconfigs", name)
+            try:
+                api.delete_namespaced_custom_object("helm.cattle.io", "v1", namespace, "helmchartconfigs", name)
+            except ApiException as exc:
+                # 404: gone already (a delete that was retried after its connection dropped, or another run).
+                if exc.status != 404:
+                    raise
             try:
                 api.delete_namespaced_custom_object(
                     "k3s.cattle.io", "v1", "kube-system", "addons", chart_addon_name(name, namespace)
@@ -106,6 +113,8 @@ def main() -> None:
                     raise
     except ApiException as exc:
         module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
+    except ApiUnavailable as exc:
+        module.fail_json(msg=f"the Kubernetes API ({describe(module.params)}) did not answer in time: {exc}", changes=changes)
     except LibraryMissing:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API

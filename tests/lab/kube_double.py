@@ -18,12 +18,14 @@ as the node lifecycle controller does (40 s, ``--node-monitor-grace-period``; Ku
 Nothing else counts as a heartbeat: a cordon or a label is not the kubelet. ``POST /lab/node-grace``
 (a test-bed endpoint, not Kubernetes) shortens the grace period for a test that says why;
 ``/readyz/etcd`` answers as kube-apiserver's etcd check does, and ``POST /lab/etcd-healthy`` makes it fail.
+``POST /lab/learner`` (``{"node", "seconds"}``) makes a server's etcd member rejoin as a learner at its
+next start (``EtcdIsVoter=False`` on its node) and promotes it after ``seconds``.
 
 It can also fail as a real API server fails under load, during an etcd leader change or right after its
 start (real-engines.md, "The API server and etcd"): ``POST /lab/faults`` with ``{"faults": [...]}`` (an
 empty list clears them; ``GET /lab/faults`` lists them with how often each was hit). A fault is
 ``{"kind": "status", "status": 429|500|502|503|504}`` (kube-apiserver's own answer for that status, see
-``FAULT_ANSWERS``; 429 with ``Retry-After``, ``retry_after`` seconds, 1 by default), ``{"kind": "reset"}``
+``FAULT_ANSWERS``: the transient ones and 403, 409 and 422; 429 with ``Retry-After``, ``retry_after`` seconds, 1 by default), ``{"kind": "reset"}``
 (the connection is dropped without an answer) or ``{"kind": "slow", "delay": seconds}`` (answered late),
 for ``seconds`` from now or ``count`` requests (whichever ends first; neither: until cleared), on paths
 starting with one of ``paths`` (all by default) and ``methods`` (all by default). ``/lab/`` itself never
@@ -264,6 +266,10 @@ class Store:
         self.terminating: dict[tuple[str, str], tuple[str, float]] = {}
         self.node_grace = NODE_GRACE_SECONDS
         self.etcd_healthy = True
+        # Etcd members held as learners (POST /lab/learner): node -> seconds, armed for its next start;
+        # node -> when it is promoted, for one that is a learner now.
+        self.learner_armed: dict[str, float] = {}
+        self.promoted_at: dict[str, float] = {}
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.create(BY_PATH[("", "v1", "namespaces")], "", {"metadata": {"name": ns}})
 
@@ -371,7 +377,41 @@ class Store:
         )
         if kubelet:
             self.heartbeats[name] = time.monotonic()
+        if resource.plural == "nodes" and subresource == "status" and name in self.learner_armed:
+            self._hold_as_learner(obj, name)
         return copy.deepcopy(obj)
+
+    def _hold_as_learner(self, node: dict, name: str) -> None:
+        """A restarted member rejoins etcd as a learner and is promoted once it has caught up
+        (real-engines.md, "The API server and etcd"); k3s's etcd controller shows it as EtcdIsVoter=False
+        until then (k3s pkg/etcd/etcd.go, reason MemberIsLearner)."""
+        for condition in node.get("status", {}).get("conditions") or []:
+            if condition.get("type") == "EtcdIsVoter" and condition.get("status") == "True":
+                condition.update(
+                    status="False",
+                    reason="MemberIsLearner",
+                    message="Node has not been promoted from learner to voting member of the etcd cluster",
+                    lastTransitionTime=now_iso(),
+                )
+                self.promoted_at[name] = time.monotonic() + self.learner_armed.pop(name)
+
+    def _promote_learners(self) -> None:
+        nodes = BY_PATH[("", "v1", "nodes")]
+        for name, when in list(self.promoted_at.items()):
+            if time.monotonic() < when:
+                continue
+            del self.promoted_at[name]
+            node = self.objects.get(("", "nodes", "", name))
+            for condition in (node or {}).get("status", {}).get("conditions") or []:
+                if condition.get("type") == "EtcdIsVoter":
+                    condition.update(
+                        status="True",
+                        reason="MemberNotLearner",
+                        message="Node is a voting member of the etcd cluster",
+                        lastTransitionTime=now_iso(),
+                    )
+            if node is not None:
+                self._stamp(nodes, node)
 
     def delete(self, resource: Resource, namespace: str, name: str) -> dict:
         with self.lock:
@@ -500,6 +540,7 @@ class Store:
     def reconcile(self) -> None:
         with self.lock:
             self._expire_nodes()
+            self._promote_learners()
             self._finish_terminations()
             nodes = self.list(BY_PATH[("", "v1", "nodes")], None)
             pods = BY_PATH[("", "v1", "pods")]
@@ -668,6 +709,18 @@ FAULT_ANSWERS = {
         "application/json",
         ("Timeout", "Timeout: request did not complete within requested timeout - context deadline exceeded"),
     ),
+    # And the definite answers a client must not retry, as kube-apiserver words them: RBAC's refusal
+    # (k8s.io/apiserver endpoints/handlers/responsewriters/errors.go, "forbidden"), an update on a stale
+    # object (apimachinery's NewConflict), a body the validation refuses (NewInvalid).
+    403: (
+        "application/json",
+        ("Forbidden", 'nodes is forbidden: User "lab-operator" cannot patch resource "nodes" in API group "" at the cluster scope'),
+    ),
+    409: (
+        "application/json",
+        ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again"),
+    ),
+    422: ("application/json", ("Invalid", "the object is invalid: spec: Invalid value")),
 }
 FAULT_KINDS = ("status", "reset", "slow")
 
@@ -852,6 +905,21 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {"seconds": seconds}
         if parts == ["version"]:
             return 200, {"major": "1", "minor": "30", "gitVersion": "v1.30.2+lab", "platform": "linux/amd64"}
+        if parts == ["lab", "learner"] and method == "POST":
+            # {"node": n, "seconds": s}: n's member rejoins as a learner at its next start and stays one
+            # for s seconds; with "now": true it is one from now on (for s seconds).
+            body = self.read_body()
+            name, seconds = str(body["node"]), float(body["seconds"])
+            with self.store.lock:
+                self.store.learner_armed[name] = seconds
+                if body.get("now"):
+                    node = self.store.objects.get(("", "nodes", "", name))
+                    if node is None:
+                        raise ApiError(404, "NotFound", f'nodes "{name}" not found')
+                    self.store._hold_as_learner(node, name)
+                    self.store.learner_armed.pop(name, None)
+                    self.store._stamp(BY_PATH[("", "v1", "nodes")], node)
+            return 200, {"node": name, "seconds": seconds}
         if parts == ["lab", "etcd-healthy"] and method == "POST":
             self.store.etcd_healthy = bool(self.read_body()["healthy"])
             return 200, {"healthy": self.store.etcd_healthy}

@@ -442,6 +442,13 @@ def host_files(lab: Lab, host: Host, public_key: str) -> bytes:
     if role == "server":
         config["write-kubeconfig-mode"] = "0600"
         config["tls-san"] = [host.address]
+        # Servers with embedded etcd, as a real HA cluster is set up (real-engines.md, "The API server and
+        # etcd"): k3s's first server starts the etcd cluster (cluster-init), the others join it; RKE2
+        # always runs etcd on its servers and joins them through the first one's supervisor port.
+        if host is first_server and flavor == "k3s":
+            config["cluster-init"] = True
+        elif host is not first_server:
+            config["server"] = f"https://{first_server.address}:{9345 if flavor == 'rke2' else API_PORT}"
     else:
         port = 9345 if flavor == "rke2" else API_PORT
         config["server"] = f"https://{first_server.address}:{port}"
@@ -556,7 +563,11 @@ def write_inventory(lab: Lab) -> None:
                 "ansible_ssh_common_args": ssh_args,
                 "ansible_python_interpreter": "/usr/bin/python3",
                 "cargoship_engine": lab.engine,
-                "cargoship_api_kubeconfig": str(lab.state / "kubeconfig"),
+                # As an operator's kubeconfig points at one server (real-engines.md, "The API server and
+                # etcd"): cargoship reaches the API through the first server's :6443, which is down while
+                # that server restarts. The tests' own look at the API goes to the double directly
+                # (lab.state / "kubeconfig"), whatever the servers do.
+                "cargoship_api_kubeconfig": str(lab.state / "server-kubeconfig"),
                 # Shorter than the default 10 s only to keep the suite short: the settle catches an engine
                 # that dies after signalling READY, and the stand-in never does (its failures come before
                 # READY, where the unit never turns active, whatever the settle time).
@@ -572,6 +583,8 @@ def write_inventory(lab: Lab) -> None:
     }
     (lab.state / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     write_private(lab.state / "kubeconfig", yaml.safe_dump(kubeconfig(lab, lab.api_url)).encode())
+    first_server = f"https://{lab.controllers[0].address}:{API_PORT}"
+    write_private(lab.state / "server-kubeconfig", yaml.safe_dump(kubeconfig(lab, first_server)).encode())
     (lab.state / "lab.json").write_text(
         json.dumps(
             {
@@ -754,6 +767,7 @@ def down(log=print, slot: Slot | None = None) -> None:
     for leftover in (
         "inventory.yml",
         "kubeconfig",
+        "server-kubeconfig",
         "lab.json",
         "known_hosts",
         "id_ed25519",

@@ -37,7 +37,8 @@ class KubeApi:
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         threading.Thread(target=kube_double.controllers, args=(self.store, self.stop), daemon=True).start()
         configuration = client.Configuration()
-        configuration.host = f"https://127.0.0.1:{self.server.server_address[1]}"
+        self.port = self.server.server_address[1]
+        configuration.host = f"https://127.0.0.1:{self.port}"
         configuration.ssl_ca_cert = str(state / "ca.crt")
         configuration.api_key = {"BearerToken": f"Bearer {lab.token}"}
         self.api_client = client.ApiClient(configuration)
@@ -51,10 +52,17 @@ class KubeApi:
         self.package_product = ProductApi(self.api_client)
         self.coordination = client.CoordinationV1Api(self.api_client)
 
-    def node(self, name: str, ready: bool = True, labels: dict | None = None) -> None:
-        """A node as its kubelet registers it, with its Lease."""
-        condition = {"type": "Ready", "status": "True" if ready else "False", "lastHeartbeatTime": stamp()}
-        body = {"metadata": {"name": name, "labels": labels or {}}, "status": {"conditions": [condition]}}
+    def node(self, name: str, ready: bool = True, labels: dict | None = None, voter: bool | None = None) -> None:
+        """A node as its kubelet registers it, with its Lease; its InternalIP is where this double listens
+        (``port``), as a server's own API server would. ``voter``: its EtcdIsVoter condition, if any."""
+        conditions = [{"type": "Ready", "status": "True" if ready else "False", "lastHeartbeatTime": stamp()}]
+        if voter is not None:
+            conditions.append({"type": "EtcdIsVoter", "status": str(voter), "reason": "MemberNotLearner" if voter else "MemberIsLearner"})
+        addresses = [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}]
+        body = {
+            "metadata": {"name": name, "labels": labels or {}},
+            "status": {"conditions": conditions, "addresses": addresses},
+        }
         self.core.create_node(body)
         self.kubelet_alive(name)
 

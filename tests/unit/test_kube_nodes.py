@@ -4,6 +4,7 @@ the real kubernetes client and no test hosts."""
 from __future__ import annotations
 
 import datetime
+import time
 
 import pytest
 
@@ -21,7 +22,8 @@ DEFAULTS = {
     "force": False,
     "labels": {},
     "restarted_after": None,
-    "fresh_within": 25,
+    "fresh_within": 45,
+    "api_port": 6443,
     "uncordon": False,
     "only_if_safe_to_stop": False,
 }
@@ -168,15 +170,16 @@ def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refus
     for name in ("c1", "c2"):
         kube.node(name, labels={nodes.CONTROL_PLANE: "true"})
     kube.pod("web-1", "c1")
-    # c2's kubelet stopped 40 s ago: its node still shows Ready=True, its Lease is stale.
-    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # c2's kubelet stopped 50 s ago: its node still shows Ready=True, its Lease is stale.
+    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     kube.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
+    safe = {"name": "c1", "only_if_safe_to_stop": True, "api_port": kube.port}
     with pytest.raises(Failed, match="not stopping c1: controller c2 shows Ready but its kubelet last renewed"):
-        nodes.drained(kube.product, Module(name="c1", only_if_safe_to_stop=True))
+        nodes.drained(kube.product, Module(**safe))
     kube.kubelet_alive("c2")
     kube.store.etcd_healthy = False
     with pytest.raises(Failed, match="not stopping c1: the API server's etcd check fails"):
-        nodes.drained(kube.product, Module(name="c1", only_if_safe_to_stop=True))
+        nodes.drained(kube.product, Module(**safe, timeout=1))
     # Refused before the node was touched: neither cordoned nor drained.
     assert not kube.core.read_node("c1").spec.unschedulable
     assert [p.metadata.name for p in kube.core.list_namespaced_pod("default").items] == ["web-1"]
@@ -184,7 +187,7 @@ def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refus
     kube.node("w1")
     assert nodes.drained(kube.product, Module(name="w1"))["changes"] == ["cordon"]
     kube.store.etcd_healthy = True
-    result = nodes.drained(kube.product, Module(name="c1", only_if_safe_to_stop=True))
+    result = nodes.drained(kube.product, Module(**safe))
     assert result["changes"] == ["cordon", "evict default/web-1"]
     assert kube.core.read_node("c1").spec.unschedulable
 
@@ -193,10 +196,10 @@ def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_wh
     for name in ("w1", "w2"):
         kube.node(name)
         kube.pod(f"web-{name}", name, grace=30)
-    # w2's kubelet stopped 40 s ago (its engine crash-loops): the Ready=True it shows is old.
-    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=40)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # w2's kubelet stopped 50 s ago (its engine crash-loops): the Ready=True it shows is old.
+    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     kube.coordination.patch_namespaced_lease("w2", "kube-node-lease", {"spec": {"renewTime": old}})
-    later = "not waiting for the evicted pods to terminate: the kubelet of w2 last renewed its Lease 4"  # 40 s, 41 s
+    later = "not waiting for the evicted pods to terminate: the kubelet of w2 last renewed its Lease 5"  # 50 s, 51 s
     # The plan says so for w2 only...
     assessed = nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1", "w2"]))
     assert assessed["by_node"]["w1"] == ["cordon", "evict default/web-w1"]
@@ -211,3 +214,47 @@ def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_wh
     # A live kubelet's evicted pod is waited for: with its 30 s grace, a 3 s drain times out.
     with pytest.raises(Failed, match="timed out waiting for evicted pods of w1 to terminate"):
         nodes.drained(kube.product, Module(name="w1", timeout=3))
+
+
+def test_etcd_keeps_its_quorum_counted_from_the_members_etcd_only_ones_included(kube):
+    """/readyz/etcd passes with 2 of 3 members: the check counts the members itself."""
+    kube.node("c1", labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
+    kube.node("c2", labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
+    kube.node("e1", labels={nodes.ETCD_ROLE: "true"}, voter=True)  # etcd-only: no API server
+    safe = {"name": "c1", "api_port": kube.port, "timeout": 1}
+    assert nodes.check_safe_to_stop(kube.product, Module(**safe)) == {"changed": False, "changes": []}
+    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.coordination.patch_namespaced_lease("e1", "kube-node-lease", {"spec": {"renewTime": old}})
+    with pytest.raises(Failed, match="not stopping c1: etcd member e1 shows Ready but its kubelet last renewed"):
+        nodes.check_safe_to_stop(kube.product, Module(**safe))
+
+
+def test_a_learner_holds_the_stop_until_it_is_a_voter_and_refuses_when_it_stays_one(kube):
+    for name in ("c1", "c2"):
+        kube.node(name, labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
+    kube.product.request("POST", "/lab/learner", body={"node": "c2", "seconds": 30, "now": True})
+    began = time.monotonic()
+    with pytest.raises(Failed, match=r"not stopping c1: controller c2 is not an etcd voter yet \(Node has not been promoted.*\(waited 2 s\)"):
+        nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=kube.port, timeout=2))
+    assert time.monotonic() - began >= 2
+    # Promoted 2 s from now: the check waits for it and passes.
+    kube.product.request("POST", "/lab/learner", body={"node": "c2", "seconds": 2, "now": True})
+    kube.store.promoted_at["c2"] = time.monotonic() + 2
+    began = time.monotonic()
+    nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=kube.port, timeout=20))
+    assert 1.5 <= time.monotonic() - began < 15
+    # In check mode nothing is waited for: the learner is reported.
+    kube.product.request("POST", "/lab/learner", body={"node": "c2", "seconds": 30, "now": True})
+    with pytest.raises(Failed, match="c2 is not an etcd voter yet"):
+        nodes.check_safe_to_stop(kube.product, Module(check_mode=True, name="c1", api_port=kube.port, timeout=20))
+
+
+def test_a_controller_whose_api_server_does_not_answer_refuses_the_stop_of_another(kube):
+    for name in ("c1", "c2"):
+        kube.node(name, labels={nodes.CONTROL_PLANE: "true"})
+    # c2's API server: nothing listens where it should.
+    with pytest.raises(Failed, match=r"not stopping c1: the API server of c2 at https://127.0.0.1:1 does not answer \(no answer"):
+        nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=1, timeout=30))
+    kube.product.request("POST", "/lab/faults", body={"faults": [{"kind": "status", "status": 503, "paths": ["/readyz"], "count": 50}]})
+    with pytest.raises(Failed, match=r"the API server of c2 at https://127.0.0.1:\d+ is not ready \(503"):
+        nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=kube.port, timeout=1))

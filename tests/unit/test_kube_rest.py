@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,104 @@ print(json.dumps({{"result": result, "typed": typed, "package": "kubernetes" in 
     assert answer["typed"] == []
     # A token needs nothing of the kubernetes package at all: its import alone is 0.15 s of every call.
     assert answer["package"] is False
+
+
+# -- riding through an API that errs (kube_double's POST /lab/faults) -----------------------------------
+
+
+def lab_faults(kube, *given: dict) -> None:
+    kube.product.request("POST", "/lab/faults", body={"faults": list(given)})
+
+
+def hits(kube) -> list[int]:
+    return [fault["hits"] for fault in kube.product.request("GET", "/lab/faults")["faults"]]
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+def test_a_transient_status_is_tried_again_until_the_api_answers(kube, status):
+    kube.node("w1")
+    lab_faults(kube, {"kind": "status", "status": status, "count": 3, "paths": ["/api/v1/nodes"]})
+    assert [n.metadata.name for n in kube.product.list_node().items] == ["w1"]
+    assert hits(kube) == [3]
+
+
+def test_dropped_connections_are_tried_again_on_a_new_connection(kube):
+    kube.node("w1")
+    lab_faults(kube, {"kind": "reset", "count": 2})
+    assert kube.product.read_node("w1").metadata.name == "w1"
+    assert hits(kube) == [2]
+
+
+def test_a_429_waits_as_long_as_its_retry_after_says(kube):
+    kube.node("w1")
+    lab_faults(kube, {"kind": "status", "status": 429, "retry_after": 2, "count": 1})
+    began = time.monotonic()
+    kube.product.read_node("w1")
+    # backoff alone would try again within 0.3 s
+    assert time.monotonic() - began >= 1.9 and hits(kube) == [1]
+
+
+@pytest.mark.parametrize("status", [401, 403, 404, 409, 422])
+def test_a_definite_answer_is_raised_at_once(kube, status):
+    kube.node("w1")
+    if status in (403, 409, 422):
+        lab_faults(kube, {"kind": "status", "status": status, "count": 5, "paths": ["/api/v1/nodes"]})
+    elif status == 401:
+        kube.product.api_client.configuration.token = "wrong"
+    began = time.monotonic()
+    with pytest.raises(ApiException) as refused:
+        kube.product.read_node("ghost" if status == 404 else "w1")
+    assert refused.value.status == status and time.monotonic() - began < 1
+    if status in (403, 409, 422):
+        assert hits(kube) == [1]
+
+
+def test_an_eviction_a_budget_refuses_is_an_answer_not_a_wait(kube):
+    """429 with a Status object from the eviction subresource is a PodDisruptionBudget saying no: the
+    drain retries it on its own terms, the REST layer raises it at once."""
+    from ansible_collections.cargoship.engine.plugins.module_utils import _kube_rest as rest
+
+    budget_says_no = json.dumps({"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget."})
+    path = "/api/v1/namespaces/default/pods/web-1/eviction"
+    assert not rest.transient_answer(path, 429, budget_says_no)
+    assert rest.transient_answer(path, 429, "Too many requests, please try again later.\n")
+    multiple = json.dumps({"kind": "Status", "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."})
+    assert not rest.transient_answer(path, 500, multiple)
+    assert rest.transient_answer("/api/v1/nodes", 429, budget_says_no)
+
+
+def test_after_the_deadline_the_error_says_what_was_tried_and_the_last_answer(kube):
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiUnavailable
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
+    kube.node("w1")
+    lab_faults(kube, {"kind": "status", "status": 503, "seconds": 30})
+    api = ProductApi(kube.product.api_client, deadline=time.monotonic() + 2)
+    began = time.monotonic()
+    with pytest.raises(ApiUnavailable) as unavailable:
+        api.read_node("w1")
+    assert 1.9 <= time.monotonic() - began < 5
+    message = str(unavailable.value)
+    assert message.startswith("GET /api/v1/nodes/w1: only transient answers in ")
+    assert "the last: 503" in message and "unable to handle the request" in message
+    assert hits(kube)[0] >= 3
+
+
+def test_a_name_that_does_not_resolve_is_not_retried():
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
+    api = ProductApi(api_client({"host": "https://no-such-host.invalid:6443", "api_key": "t"}))
+    began = time.monotonic()
+    with pytest.raises(OSError):
+        api.list_node()
+    assert time.monotonic() - began < 5
+
+
+def test_a_health_check_of_another_server_is_read_not_retried_for_its_status(kube):
+    configuration = kube.product.api_client.configuration
+    lab_faults(kube, {"kind": "status", "status": 503, "count": 1, "paths": ["/readyz"]})
+    # the same double, named as another server would be: a second kept connection of the pool
+    other = configuration.host.replace("127.0.0.1", "localhost")
+    assert kube.product.get_text("/readyz", server=other)[0] == 503
+    assert kube.product.get_text("/readyz", server=other)[0] == 200

@@ -448,6 +448,7 @@ class Engine:
         self.api = ApiClient()
         self.stopping = threading.Event()
         self.state_dir = f"/var/lib/rancher/{flavor}/lab"
+        self.etcd_member = False
 
     # -- start-up ---------------------------------------------------------------------------------
     def load(self) -> dict:
@@ -456,6 +457,11 @@ class Engine:
         # The node name: node-name from the config, else the hostname lower-cased; never anything the
         # inventory calls the host (real-engines.md, "node name").
         self.node["name"] = str(config.get("node-name") or socket.gethostname().lower())
+        # An etcd member: every RKE2 server; a k3s server that starts an etcd cluster or joins one, unless
+        # it uses an external datastore (k3s docs, "High Availability Embedded etcd"; real-engines.md).
+        self.etcd_member = self.role == "server" and not config.get("datastore-endpoint") and (
+            self.flavor == "rke2" or bool(config.get("cluster-init")) or bool(config.get("server"))
+        )
         registries, reg_files = load_registries(self.flavor, config)
         files.update(reg_files)
         server_files = {}
@@ -511,7 +517,7 @@ class Engine:
         if self.role == "server":
             labels["node-role.kubernetes.io/control-plane"] = "true"
             labels["node-role.kubernetes.io/master"] = "true"
-            if self.flavor == "rke2":
+            if self.etcd_member:
                 labels["node-role.kubernetes.io/etcd"] = "true"
         return labels
 
@@ -549,8 +555,23 @@ class Engine:
             "lastHeartbeatTime": now,
             "lastTransitionTime": now,
         }
+        conditions = [condition]
+        if self.etcd_member and ready:
+            # What k3s's etcd controller sets on a server's node once its member has joined (k3s
+            # pkg/etcd/etcd.go, the EtcdIsVoter condition; the API double can hold a member as a learner
+            # after its next start: POST /lab/learner).
+            conditions.append(
+                {
+                    "type": "EtcdIsVoter",
+                    "status": "True",
+                    "reason": "MemberNotLearner",
+                    "message": "Node is a voting member of the etcd cluster",
+                    "lastHeartbeatTime": now,
+                    "lastTransitionTime": now,
+                }
+            )
         status = {
-            "conditions": [condition],
+            "conditions": conditions,
             "addresses": [
                 {"type": "InternalIP", "address": self.node["ip"]},
                 {"type": "Hostname", "address": self.node["name"]},
