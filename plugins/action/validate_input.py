@@ -39,6 +39,7 @@ OPTIONS = {
     "cargoship_label_nodes": "bool",
     "cargoship_drain_timeout": "int",
     "cargoship_drain_force": "bool",
+    "cargoship_allow_etcd_quorum_loss": "bool",
     "cargoship_pod_security_over_cis": "bool",
     "cargoship_ready_timeout": "int",
     "cargoship_service_timeout": "int",

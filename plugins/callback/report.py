@@ -84,7 +84,11 @@ class CallbackModule(CallbackBase):
             # on it; only its notes (files kept as they are) are the plan's own to report.
             if status == "ok" and data.get("kept"):
                 self.report.result(
-                    result._host.get_name(), self.phase_of(result._task), result._task.name, {"kept": data["kept"]}, "ok"
+                    result._host.get_name(),
+                    self.phase_of(result._task),
+                    result._task.name,
+                    {"kept": data["kept"]},
+                    "ok",
                 )
             return
         if status == "ok" and data.get("changed"):

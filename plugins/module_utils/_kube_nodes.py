@@ -17,7 +17,11 @@ import datetime
 import json
 import time
 
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, parse_time
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import (
+    ApiException,
+    ApiUnavailable,
+    parse_time,
+)
 
 CORDONED_BY = "cargoship.io/cordoned-by"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
@@ -382,13 +386,12 @@ def stop_problems(core, module) -> tuple[list[str], list[str]]:
     votes; the API server's own etcd check passes with a member down, so the members are counted here."""
     p = module.params
     nodes = {n.metadata.name: n for n in core.list_node().items}
-    labelled = {
-        name for name, n in nodes.items() if {CONTROL_PLANE, ETCD_ROLE} & set(n.metadata.labels or {})
-    }
+    labelled = {name for name, n in nodes.items() if {CONTROL_PLANE, ETCD_ROLE} & set(n.metadata.labels or {})}
     leases = {
         lease.metadata.name: lease.spec.renew_time for lease in core.list_namespaced_lease("kube-node-lease").items
     }
     refusals, waits = [], []
+    healthy_voters = 0
     for other in sorted(labelled | set(p["names"] or [])):
         if other == p["name"]:
             continue
@@ -407,10 +410,28 @@ def stop_problems(core, module) -> tuple[list[str], list[str]]:
         learner = etcd_learner(node)
         if learner:
             waits.append(f"{role} {other} is not an etcd voter yet ({learner})")
+        elif ETCD_ROLE in (node.metadata.labels or {}):
+            healthy_voters += 1
         if role == "controller":
             problem, passes = api_answers(core, node, p["api_port"])
             if problem:
                 (waits if passes else refusals).append(problem)
+    # Etcd stays writable only while a majority of its members vote: counted without this one.
+    members = {name for name in labelled if ETCD_ROLE in (nodes[name].metadata.labels or {})}
+    if p["name"] in members and len(members) > 1 and not refusals:
+        needed = len(members) // 2 + 1
+        if healthy_voters < needed and not waits and not p["allow_quorum_loss"]:
+            refusals.append(
+                f"etcd has {len(members)} members: without {p['name']}, {healthy_voters} healthy "
+                f"voter{'s are' if healthy_voters != 1 else ' is'} left, fewer than the {needed} of a quorum, so the "
+                "API would be unavailable until it is back"
+                + (
+                    " (two members cannot lose either: run three servers, or set cargoship_allow_etcd_quorum_loss "
+                    "to accept that outage)"
+                    if len(members) == 2
+                    else ""
+                )
+            )
     status, body = core.get_text("/readyz/etcd")
     if status not in (200, 404):  # 404: no embedded etcd behind this API server
         waits.append(f"the API server's etcd check fails ({status}: {body.strip()[:120]!r})")
@@ -433,7 +454,9 @@ def check_safe_to_stop(core, module) -> dict:
     if problems:
         waited = f" (waited {p['timeout']} s)" if waits and not refusals and not module.check_mode else ""
         module.fail_json(
-            msg=f"not stopping {p['name']}: " + "; ".join(problems) + waited
+            msg=f"not stopping {p['name']}: "
+            + "; ".join(problems)
+            + waited
             + ". Nothing was touched; the rollout stops here",
             problems=problems,
         )

@@ -144,7 +144,13 @@ def transient_error(exc: BaseException) -> bool:
             return False
         if isinstance(
             error,
-            (ConnectionError, TimeoutError, http.client.RemoteDisconnected, http.client.IncompleteRead, ssl.SSLEOFError),
+            (
+                ConnectionError,
+                TimeoutError,
+                http.client.RemoteDisconnected,
+                http.client.IncompleteRead,
+                ssl.SSLEOFError,
+            ),
         ) or (isinstance(error, OSError) and error.errno in TRANSIENT_ERRNOS):
             found = True
         elif type(error).__module__.startswith("urllib3") and type(error).__name__ in URLLIB3_TRANSIENT:
@@ -181,12 +187,25 @@ class KubeApi:
         self.api_client = api_client
         self.deadline = deadline
 
-    def answer(self, method: str, path: str, query=None, body=None, content_type="", *, timeout=REQUEST_TIMEOUT,
-               retry_for: float | None = None, statuses: bool = True, server: str | None = None):
+    def answer(
+        self,
+        method: str,
+        path: str,
+        query=None,
+        body=None,
+        content_type="",
+        *,
+        timeout=REQUEST_TIMEOUT,
+        retry_for: float | None = None,
+        statuses: bool = True,
+        server: str | None = None,
+    ):
         """(status, reason, text) of the first answer that is not "not yet" (``statuses``: a transient
         status counts as "not yet"; else only a connection that fails does)."""
         began = time.monotonic()
-        deadline = self.deadline if self.deadline is not None and retry_for is None else began + (retry_for or RETRY_FOR)
+        deadline = (
+            self.deadline if self.deadline is not None and retry_for is None else began + (retry_for or RETRY_FOR)
+        )
         attempts = 0
         while True:
             attempts += 1
@@ -210,8 +229,17 @@ class KubeApi:
                 raise ApiUnavailable(f"{method} {path}", attempts, now - began, last)
             time.sleep(min(deadline - now, wait if wait is not None else backoff(attempts)))
 
-    def send(self, method: str, path: str, query=None, body=None, content_type="", timeout=REQUEST_TIMEOUT,
-             server: str | None = None, **options):
+    def send(
+        self,
+        method: str,
+        path: str,
+        query=None,
+        body=None,
+        content_type="",
+        timeout=REQUEST_TIMEOUT,
+        server: str | None = None,
+        **options,
+    ):
         """One request with the client's address (or ``server``'s), TLS, proxy and credentials:
         (status, reason, text, the Retry-After seconds or None)."""
         configuration = self.api_client.configuration
@@ -246,9 +274,7 @@ class KubeApi:
         """A GET of a path that answers in text (a health check), of this API server or of ``server``
         (``https://host:port``, same credentials): its status and text, whatever they are. Only a
         connection that fails is tried again, for ``retry_for`` seconds: a failing check is an answer."""
-        status, _reason, text = self.answer(
-            "GET", path, timeout=10, retry_for=retry_for, statuses=False, server=server
-        )
+        status, _reason, text = self.answer("GET", path, timeout=10, retry_for=retry_for, statuses=False, server=server)
         return status, text
 
     # core/v1

@@ -36,7 +36,9 @@ description:
     leaves its old Ready behind) and an etcd voter (the node condition C(EtcdIsVoter) that k3s and RKE2 set;
     a member that rejoined after a restart is a learner for a while); the API server of every other
     controller must answer C(/readyz) at its InternalIP and O(api_port); and the API server's etcd check
-    (C(/readyz/etcd)) must pass where the cluster has one. A member that is down refuses at once; a learner
+    (C(/readyz/etcd)) must pass where the cluster has one. Where O(name) is an etcd member, the healthy voters
+    left without it must be a majority of the members (a quorum): a cluster of two members cannot lose either
+    without its API becoming unavailable, and is refused unless O(allow_quorum_loss). A member that is down refuses at once; a learner
     or an API server that is still starting is waited for, up to O(timeout) seconds (not in check mode).
     It fails, naming what is wrong, otherwise. It changes nothing.
     V(labeled) sets O(labels) where they are missing or different.
@@ -134,6 +136,12 @@ options:
         the clock skew that cargoship allows between hosts (C(cargoship_max_clock_skew), 30 s).
     type: int
     default: 45
+  allow_quorum_loss:
+    description:
+      - With O(state=safe_to_stop) or O(only_if_safe_to_stop), let O(name) stop although etcd loses its quorum
+        without it (a cluster of two etcd members): the API is unavailable until it is back.
+    type: bool
+    default: false
   api_port:
     description:
       - The port of the API server on each controller's InternalIP, for the check of every other
@@ -265,6 +273,7 @@ def main() -> None:
             "restarted_after": {"type": "str"},
             "fresh_within": {"type": "int", "default": 45},
             "api_port": {"type": "int", "default": 6443},
+            "allow_quorum_loss": {"type": "bool", "default": False},
             "uncordon": {"type": "bool", "default": False},
             "only_if_safe_to_stop": {"type": "bool", "default": False},
         },
@@ -292,7 +301,9 @@ def main() -> None:
     except ApiException as exc:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
     except ApiUnavailable as exc:
-        module.fail_json(msg=f"the Kubernetes API ({describe(p)}) did not answer {p['state']} of {p['name'] or target} in time: {exc}")
+        module.fail_json(
+            msg=f"the Kubernetes API ({describe(p)}) did not answer {p['state']} of {p['name'] or target} in time: {exc}"
+        )
     except LibraryMissing:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API

@@ -33,7 +33,13 @@ def _kind(value: object) -> str:
         return "null"
     if isinstance(value, bool):
         return "true/false"
-    for kind, name in ((int, "a number"), (float, "a number"), (str, "a string"), (dict, "a mapping"), (list, "a list")):
+    for kind, name in (
+        (int, "a number"),
+        (float, "a number"),
+        (str, "a string"),
+        (dict, "a mapping"),
+        (list, "a list"),
+    ):
         if isinstance(value, kind):
             return name
     return "a value of another kind"

@@ -119,6 +119,9 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
         assert real.returncode == 1, output
         assert "k3s-agent did not come up and stay up within 12s: it is activating" in output
         assert "NOT back" in output and "cargoship.engine.recover -e cargoship_run_id=" in output
+        # Not back, so not given work: it stays cordoned, and the report says why.
+        assert "node left cordoned, since its engine is not back" in " ".join(output.split())
+        assert lab.core.read_node("w2").spec.unschedulable
         # The drain evicted the pod and went on: nothing could finish it before the engine runs again
         # (waiting would have lasted cargoship_drain_timeout, 300 s, and then failed).
         w2 = next(p for p in json.loads(report.read_text())["phases"] if p["name"] == "sync_worker")["hosts"]["w2"]
@@ -335,6 +338,57 @@ def test_a_run_that_lost_its_lock_gives_the_node_back_before_stopping_its_engine
     assert cargoship("engine-config-sync", "-i", str(converged), "--confirm").returncode == 0
 
 
+def test_an_api_that_errs_for_a_while_is_ridden_through_in_a_drain_and_in_a_ready_wait(k3s_fleet):
+    """503 for 20 s from the moment w1's drain begins (its evicted pods are still terminating, its Ready
+    wait follows within the 20 s), then 429 with Retry-After on every read for 20 s from the moment w2's
+    engine stops: the run rides through both, nothing is rolled back."""
+    lab, converged = k3s_fleet
+    drift(lab, "w1", "w2")
+    starts = {name: lab.starts(name) for name in ("w1", "w2")}
+    stops_w2 = len(lab.downtimes("w2"))
+    met: list[int] = []
+
+    def inject() -> None:
+        wait_for(lambda: bool(lab.core.read_node("w1").spec.unschedulable), "w1's drain to begin", 300)
+        lab.lab_setting("/lab/faults", {"faults": [{"kind": "status", "status": 503, "seconds": 20}]})
+        wait_for(lambda: len(lab.downtimes("w2")) > stops_w2, "w2's engine to stop", 300)
+        met.append(lab.lab_setting("/lab/faults")["faults"][0]["hits"])
+        slow_down = {"kind": "status", "status": 429, "retry_after": 3, "seconds": 20, "methods": ["GET"]}
+        lab.lab_setting("/lab/faults", {"faults": [slow_down]})
+
+    injector = threading.Thread(target=inject, daemon=True)
+    injector.start()
+    try:
+        result = cargoship("engine-config-sync", "-i", str(converged), "--confirm", timeout=600)
+        injector.join(timeout=60)
+        met.append(lab.lab_setting("/lab/faults")["faults"][0]["hits"])
+    finally:
+        lab.lab_setting("/lab/faults", {"faults": []})
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert len(met) == 2 and all(met), f"each fault was met: {met}"
+    assert "Previous configuration" not in output, "a node was rolled back"
+    assert {name: lab.starts(name) for name in ("w1", "w2")} == {name: n + 1 for name, n in starts.items()}
+    assert not any(lab.core.read_node(name).spec.unschedulable for name in lab.hosts)
+
+
+def test_a_definite_refusal_of_the_api_fails_at_once_with_its_message(k3s_fleet, tmp_path):
+    lab, _converged = k3s_fleet
+    inventory = desired_inventory(lab, tmp_path / "inv", cargoship_force=True)
+    before = {name: (engine_files(lab, name), lab.starts(name)) for name in lab.hosts}
+    # RBAC that lets the operator read nodes but not cordon them.
+    with lab.api_faults({"kind": "status", "status": 403, "paths": ["/api/v1/nodes/"], "methods": ["PATCH"]}):
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+        hits = lab.lab_setting("/lab/faults")["faults"][0]["hits"]
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode == 1, output
+    assert 'Kubernetes API refused drained of c1: 403 nodes is forbidden: User "lab-operator" cannot patch' in output
+    assert hits == 1, f"a definite refusal was tried again ({hits} times)"
+    for name in lab.hosts:
+        assert (engine_files(lab, name), lab.starts(name)) == before[name], f"{name} was touched"
+        assert not lab.core.read_node(name).spec.unschedulable
+
+
 @pytest.fixture(scope="module")
 def two_controllers(lab_manager, tmp_path_factory):
     return converged_lab(lab_manager, tmp_path_factory.mktemp("two"), hosts=3, controllers=2, engine="k3s")
@@ -345,19 +399,25 @@ def assert_untouched(lab, name: str, before: tuple) -> None:
     assert not lab.core.read_node(name).spec.unschedulable, f"{name} was cordoned"
 
 
-def test_a_controller_is_not_stopped_while_another_shows_only_a_stale_ready(two_controllers):
+def test_a_controller_is_not_stopped_while_another_is_down_or_shows_only_a_stale_ready(two_controllers):
     lab, inventory = two_controllers
     drift(lab, "c1")
     before = (engine_files(lab, "c1"), lab.starts("c1"))
-    # The window between the 25 s freshness limit and the 40 s grace period is shorter than the run's own
-    # steps before the check (connect, lock, facts): a longer grace (recent Kubernetes has 50 s, and a
-    # busy controller manager is late) keeps c2's stale Ready=True in place for the whole run.
-    with lab.node_grace(120):
+    c2 = f"https://{lab.hosts['c2'].address}:6443"
+    # A longer grace period than the default (recent Kubernetes has 50 s, and a busy controller manager is
+    # late) keeps c2's stale Ready=True in place past the 45 s freshness limit and the run after it.
+    with lab.node_grace(150):
         lab.sh("c2", "systemctl stop k3s")
         try:
-            # Past the 25 s freshness limit (as the API shows the Lease), within the grace period: c2 still
-            # shows Ready=True.
-            wait_for(lambda: lab.lease_age("c2") > 26, "c2's Lease to be older than the freshness limit", 45)
+            # At once: c2's node is Ready and its Lease fresh, but its API server does not answer.
+            result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+            output = result.stdout + result.stderr
+            assert result.returncode == 1, output
+            assert f"not stopping c1: the API server of c2 at {c2} does not answer" in output, output
+            assert_untouched(lab, "c1", before)
+            # Past the freshness limit (as the API shows the Lease), within the grace period: c2 still
+            # shows Ready=True, and the stale Ready is named.
+            wait_for(lambda: lab.lease_age("c2") > 46, "c2's Lease to be older than the freshness limit", 70)
             assert lab.node_ready("c2") == "True"
             result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
             output = result.stdout + result.stderr
@@ -367,6 +427,67 @@ def test_a_controller_is_not_stopped_while_another_shows_only_a_stale_ready(two_
         finally:
             lab.sh("c2", "systemctl start k3s")
     lab.wait_node("c2", "True")
+
+
+def test_a_learner_holds_the_next_controller_until_it_is_a_voter(two_controllers):
+    lab, inventory = two_controllers
+    drift(lab, "c1", "c2")
+    # c1's etcd member rejoins as a learner after its restart and is promoted 15 s later.
+    with lab.learner_after_restart("c1", 15):
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+        promoted = lab.promotions("c1")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert promoted, "c1 never was a learner"
+    c1_started, c2_stopped = lab.loaded("c1")["started_at"], lab.downtimes("c2")[-1][0]
+    assert c1_started < promoted[-1] <= c2_stopped, "c2 was stopped while c1 was still a learner"
+
+
+def test_recover_goes_node_by_node_drains_first_and_fails_naming_a_node_that_stays_down(two_controllers, tmp_path):
+    lab, inventory = two_controllers
+    run_id = "lost-run"
+    # As a run lost mid-sync leaves two nodes: cordoned by it, engines stopped; w1's kubelet will not
+    # come back when its engine starts again.
+    for name in ("c2", "w1"):
+        lab.kubectl("cordon", name)
+        lab.kubectl("annotate", "node", name, f"cargoship.io/cordoned-by={run_id}")
+        lab.sh(name, f"systemctl stop {lab.service(name)}")
+    lab.sh("w1", f"touch {KUBELET_DOWN}")
+    try:
+        recovered = subprocess.run(
+            [
+                "ansible-playbook",
+                "-i",
+                str(inventory),
+                "cargoship.engine.recover",
+                "-e",
+                f"cargoship_run_id={run_id}",
+                "-e",
+                "cargoship_ready_timeout=15",
+                "--limit",
+                "c2,w1",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        output = " ".join(recovered.stdout.split())
+        assert recovered.returncode != 0, output[-3000:]
+        assert "not back: w1: Previous configuration unchanged" in output, output[-3000:]
+        assert "node left cordoned, since its engine is not back" in output
+        # c2 first, on its own (a controller), then w1: c2 was back before w1's engine started.
+        assert lab.node_ready("c2") == "True" and not lab.core.read_node("c2").spec.unschedulable
+        assert lab.loaded("c2")["started_at"] < lab.downtimes("w1")[-1][1]
+        assert lab.core.read_node("w1").spec.unschedulable, "a node that is not back was given work"
+        for name in ("c2", "w1"):
+            assert lab.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+    finally:
+        lab.sh("w1", f"rm -f {KUBELET_DOWN} && systemctl restart k3s-agent")
+        lab.sh("c2", "systemctl start k3s")
+        wait_for(lambda: lab.lease_age("w1") < 5, "w1's kubelet to be back", 60)
+        lab.kubectl("uncordon", "w1")
+        lab.kubectl("annotate", "node", "w1", "cargoship.io/cordoned-by-")
 
 
 def test_a_controller_is_not_stopped_while_etcd_is_unhealthy(two_controllers):

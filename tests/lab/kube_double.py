@@ -270,6 +270,7 @@ class Store:
         # node -> when it is promoted, for one that is a learner now.
         self.learner_armed: dict[str, float] = {}
         self.promoted_at: dict[str, float] = {}
+        self.promotions: list[dict] = []  # {"node", "at": wall-clock seconds}, for tests to order events by
         for ns in ("default", "kube-system", "kube-public", "kube-node-lease"):
             self.create(BY_PATH[("", "v1", "namespaces")], "", {"metadata": {"name": ns}})
 
@@ -401,6 +402,7 @@ class Store:
             if time.monotonic() < when:
                 continue
             del self.promoted_at[name]
+            self.promotions.append({"node": name, "at": time.time()})
             node = self.objects.get(("", "nodes", "", name))
             for condition in (node or {}).get("status", {}).get("conditions") or []:
                 if condition.get("type") == "EtcdIsVoter":
@@ -714,11 +716,17 @@ FAULT_ANSWERS = {
     # object (apimachinery's NewConflict), a body the validation refuses (NewInvalid).
     403: (
         "application/json",
-        ("Forbidden", 'nodes is forbidden: User "lab-operator" cannot patch resource "nodes" in API group "" at the cluster scope'),
+        (
+            "Forbidden",
+            'nodes is forbidden: User "lab-operator" cannot patch resource "nodes" in API group "" at the cluster scope',
+        ),
     ),
     409: (
         "application/json",
-        ("Conflict", "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again"),
+        (
+            "Conflict",
+            "Operation cannot be fulfilled: the object has been modified; please apply your changes to the latest version and try again",
+        ),
     ),
     422: ("application/json", ("Invalid", "the object is invalid: spec: Invalid value")),
 }
@@ -905,12 +913,25 @@ class Handler(BaseHTTPRequestHandler):
             return 200, {"seconds": seconds}
         if parts == ["version"]:
             return 200, {"major": "1", "minor": "30", "gitVersion": "v1.30.2+lab", "platform": "linux/amd64"}
+        if parts == ["lab", "learner"] and method == "GET":
+            with self.store.lock:
+                return 200, {
+                    "armed": dict(self.store.learner_armed),
+                    "learners": sorted(self.store.promoted_at),
+                    "promoted": list(self.store.promotions),
+                }
         if parts == ["lab", "learner"] and method == "POST":
             # {"node": n, "seconds": s}: n's member rejoins as a learner at its next start and stays one
             # for s seconds; with "now": true it is one from now on (for s seconds).
             body = self.read_body()
             name, seconds = str(body["node"]), float(body["seconds"])
             with self.store.lock:
+                if seconds <= 0:
+                    # Disarmed; a member that is a learner now is promoted at the controllers' next pass.
+                    self.store.learner_armed.pop(name, None)
+                    if name in self.store.promoted_at:
+                        self.store.promoted_at[name] = 0.0
+                    return 200, {"node": name, "seconds": 0}
                 self.store.learner_armed[name] = seconds
                 if body.get("now"):
                     node = self.store.objects.get(("", "nodes", "", name))

@@ -581,6 +581,11 @@ def write_inventory(lab: Lab) -> None:
             },
         }
     }
+    if len(lab.controllers) == 2:
+        # Two etcd members lose their quorum while either restarts (etcd needs a majority): cargoship refuses
+        # that unless told. The lab's two-server shapes accept it, as a user of such a cluster must; the API
+        # double stays up meanwhile, where a real API would be read-only until the member is back.
+        inventory["all"]["vars"]["cargoship_allow_etcd_quorum_loss"] = True
     (lab.state / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
     write_private(lab.state / "kubeconfig", yaml.safe_dump(kubeconfig(lab, lab.api_url)).encode())
     first_server = f"https://{lab.controllers[0].address}:{API_PORT}"

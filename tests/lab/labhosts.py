@@ -169,6 +169,20 @@ class RunningLab:
             self.lab_setting("/lab/faults", {"faults": []})
 
     @contextmanager
+    def learner_after_restart(self, node: str, seconds: float):
+        """The etcd member of ``node`` rejoins as a learner at its next start and is promoted ``seconds``
+        later (kube_double.py, POST /lab/learner), within the block."""
+        self.lab_setting("/lab/learner", {"node": node, "seconds": seconds})
+        try:
+            yield
+        finally:
+            self.lab_setting("/lab/learner", {"node": node, "seconds": 0})
+
+    def promotions(self, node: str) -> list[float]:
+        """When (wall clock) the API double promoted ``node``'s learner to a voter."""
+        return [p["at"] for p in self.lab_setting("/lab/learner")["promoted"] if p["node"] == node]
+
+    @contextmanager
     def etcd_unhealthy(self):
         """The API server's etcd check fails for the block."""
         self.lab_setting("/lab/etcd-healthy", {"healthy": False})

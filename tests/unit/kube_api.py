@@ -57,7 +57,13 @@ class KubeApi:
         (``port``), as a server's own API server would. ``voter``: its EtcdIsVoter condition, if any."""
         conditions = [{"type": "Ready", "status": "True" if ready else "False", "lastHeartbeatTime": stamp()}]
         if voter is not None:
-            conditions.append({"type": "EtcdIsVoter", "status": str(voter), "reason": "MemberNotLearner" if voter else "MemberIsLearner"})
+            conditions.append(
+                {
+                    "type": "EtcdIsVoter",
+                    "status": str(voter),
+                    "reason": "MemberNotLearner" if voter else "MemberIsLearner",
+                }
+            )
         addresses = [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": name}]
         body = {
             "metadata": {"name": name, "labels": labels or {}},

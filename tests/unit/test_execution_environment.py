@@ -61,7 +61,9 @@ def test_the_collection_tarball_carries_the_collection_alone(tmp_path):
 
     galaxy = str(Path(sys.executable).parent / "ansible-galaxy")
     built = subprocess.run(
-        [galaxy, "collection", "build", "--output-path", str(tmp_path), str(REPO)], capture_output=True, text=True,
+        [galaxy, "collection", "build", "--output-path", str(tmp_path), str(REPO)],
+        capture_output=True,
+        text=True,
         check=False,
     )
     assert built.returncode == 0, built.stdout + built.stderr

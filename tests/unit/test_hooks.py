@@ -25,7 +25,10 @@ PHASES = load_phases(operation="engine-config-sync")
             ".run_on: node (the default) or control",
         ),
         ({"cluster_ready": [{"name": "x", "comand": "a"}]}, ".comand: unknown key (did you mean 'command'?)"),
-        ({"cluster_ready": [{"name": "x", "command": "a", "may_fail": "yes"}]}, ".may_fail: expected true or false, got a string"),
+        (
+            {"cluster_ready": [{"name": "x", "command": "a", "may_fail": "yes"}]},
+            ".may_fail: expected true or false, got a string",
+        ),
     ],
 )
 def test_bad_hooks_are_rejected_naming_the_key_path(hooks, message):

@@ -24,6 +24,7 @@ DEFAULTS = {
     "restarted_after": None,
     "fresh_within": 45,
     "api_port": 6443,
+    "allow_quorum_loss": False,
     "uncordon": False,
     "only_if_safe_to_stop": False,
 }
@@ -230,11 +231,14 @@ def test_etcd_keeps_its_quorum_counted_from_the_members_etcd_only_ones_included(
 
 
 def test_a_learner_holds_the_stop_until_it_is_a_voter_and_refuses_when_it_stays_one(kube):
-    for name in ("c1", "c2"):
+    for name in ("c1", "c2", "c3"):
         kube.node(name, labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
     kube.product.request("POST", "/lab/learner", body={"node": "c2", "seconds": 30, "now": True})
     began = time.monotonic()
-    with pytest.raises(Failed, match=r"not stopping c1: controller c2 is not an etcd voter yet \(Node has not been promoted.*\(waited 2 s\)"):
+    with pytest.raises(
+        Failed,
+        match=r"not stopping c1: controller c2 is not an etcd voter yet \(Node has not been promoted.*\(waited 2 s\)",
+    ):
         nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=kube.port, timeout=2))
     assert time.monotonic() - began >= 2
     # Promoted 2 s from now: the check waits for it and passes.
@@ -253,8 +257,28 @@ def test_a_controller_whose_api_server_does_not_answer_refuses_the_stop_of_anoth
     for name in ("c1", "c2"):
         kube.node(name, labels={nodes.CONTROL_PLANE: "true"})
     # c2's API server: nothing listens where it should.
-    with pytest.raises(Failed, match=r"not stopping c1: the API server of c2 at https://127.0.0.1:1 does not answer \(no answer"):
+    with pytest.raises(
+        Failed, match=r"not stopping c1: the API server of c2 at https://127.0.0.1:1 does not answer \(no answer"
+    ):
         nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=1, timeout=30))
-    kube.product.request("POST", "/lab/faults", body={"faults": [{"kind": "status", "status": 503, "paths": ["/readyz"], "count": 50}]})
+    kube.product.request(
+        "POST", "/lab/faults", body={"faults": [{"kind": "status", "status": 503, "paths": ["/readyz"], "count": 50}]}
+    )
     with pytest.raises(Failed, match=r"the API server of c2 at https://127.0.0.1:\d+ is not ready \(503"):
         nodes.check_safe_to_stop(kube.product, Module(name="c1", api_port=kube.port, timeout=1))
+
+
+def test_a_member_of_two_is_not_stopped_unless_the_outage_is_accepted(kube):
+    for name in ("c1", "c2"):
+        kube.node(name, labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
+    safe = {"name": "c1", "api_port": kube.port, "timeout": 1}
+    with pytest.raises(
+        Failed,
+        match=r"etcd has 2 members: without c1, 1 healthy voter is left, fewer than the 2 of a quorum.*cargoship_allow_etcd_quorum_loss",
+    ):
+        nodes.check_safe_to_stop(kube.product, Module(**safe))
+    assert nodes.check_safe_to_stop(kube.product, Module(**safe, allow_quorum_loss=True))["changed"] is False
+    # A third member makes one stop safe; a control-plane-only server is not counted.
+    kube.node("c3", labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
+    kube.node("c4", labels={nodes.CONTROL_PLANE: "true"})
+    assert nodes.check_safe_to_stop(kube.product, Module(**safe))["changed"] is False

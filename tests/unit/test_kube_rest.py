@@ -174,11 +174,18 @@ def test_an_eviction_a_budget_refuses_is_an_answer_not_a_wait(kube):
     drain retries it on its own terms, the REST layer raises it at once."""
     from ansible_collections.cargoship.engine.plugins.module_utils import _kube_rest as rest
 
-    budget_says_no = json.dumps({"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget."})
+    budget_says_no = json.dumps(
+        {"kind": "Status", "message": "Cannot evict pod as it would violate the pod's disruption budget."}
+    )
     path = "/api/v1/namespaces/default/pods/web-1/eviction"
     assert not rest.transient_answer(path, 429, budget_says_no)
     assert rest.transient_answer(path, 429, "Too many requests, please try again later.\n")
-    multiple = json.dumps({"kind": "Status", "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."})
+    multiple = json.dumps(
+        {
+            "kind": "Status",
+            "message": "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        }
+    )
     assert not rest.transient_answer(path, 500, multiple)
     assert rest.transient_answer("/api/v1/nodes", 429, budget_says_no)
 

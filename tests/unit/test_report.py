@@ -101,7 +101,9 @@ def varied_report(dry_run: bool) -> dict:
     report.result("c1", "hooks", "m", {"cargoship_phase": {"phase": "cluster_ready", "changes": ["hook ran"]}}, "ok")
     report.result("c1", "sync_controller", "Compare", {"kept": ["chart values: not in this inventory; x kept"]}, "ok")
     report.result("w2", "connect", "Survey", {"msg": "ssh: connect to host w2 port 22: No route"}, "unreachable")
-    report.result("w1", None, "Validate", {"msg": "bad", "input_errors": [{"message": "x: bad", "hosts": ["w1"]}]}, "failed")
+    report.result(
+        "w1", None, "Validate", {"msg": "bad", "input_errors": [{"message": "x: bad", "hosts": ["w1"]}]}, "failed"
+    )
     report.run_id = "20261203T000000Z-abcdef"
     return report.as_dict()
 

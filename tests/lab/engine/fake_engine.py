@@ -459,8 +459,10 @@ class Engine:
         self.node["name"] = str(config.get("node-name") or socket.gethostname().lower())
         # An etcd member: every RKE2 server; a k3s server that starts an etcd cluster or joins one, unless
         # it uses an external datastore (k3s docs, "High Availability Embedded etcd"; real-engines.md).
-        self.etcd_member = self.role == "server" and not config.get("datastore-endpoint") and (
-            self.flavor == "rke2" or bool(config.get("cluster-init")) or bool(config.get("server"))
+        self.etcd_member = (
+            self.role == "server"
+            and not config.get("datastore-endpoint")
+            and (self.flavor == "rke2" or bool(config.get("cluster-init")) or bool(config.get("server")))
         )
         registries, reg_files = load_registries(self.flavor, config)
         files.update(reg_files)
@@ -603,6 +605,26 @@ class Engine:
                 "application/merge-patch+json",
             )
         self.set_ready(True, "KubeletReady")
+
+    def register_until_done(self) -> None:
+        """As the kubelet registers: an API server that errs or cannot be reached is tried again with
+        backoff (kubernetes pkg/kubelet/kubelet_node_status.go, registerWithAPIServer, up to 7 s between
+        attempts); here for at most a minute, then the start fails."""
+        deadline, wait = time.monotonic() + 60, 0.1
+        while True:
+            try:
+                self.register()
+                return
+            except urllib.error.HTTPError as exc:
+                if exc.code < 429 or time.monotonic() > deadline:
+                    raise
+                log("error", f"Unable to register node with API server: {exc.code}; retrying")
+            except (OSError, urllib.error.URLError) as exc:
+                if time.monotonic() > deadline:
+                    raise
+                log("error", f"Unable to register node with API server: {exc}; retrying")
+            time.sleep(wait)
+            wait = min(7.0, wait * 2)
 
     def renew_lease(self) -> None:
         now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -760,7 +782,7 @@ class Engine:
             log("error", f"kubelet not started ({LAB_DIR}/kubelet-down)")
         else:
             try:
-                self.register()
+                self.register_until_done()
             except (OSError, urllib.error.URLError) as exc:
                 log("fatal", f"failed to register node with the apiserver: {exc}")
                 return 1
