@@ -37,7 +37,7 @@ description:
     a member that rejoined after a restart is a learner for a while); the API server of every other
     controller must answer C(/readyz) at its InternalIP and O(api_port); and the API server's etcd check
     (C(/readyz/etcd)) must pass where the cluster has one. Where O(name) is an etcd member, the healthy voters
-    left without it must be a majority of the members (a quorum): a cluster of two members cannot lose either
+    left without it must be a majority of the members (a quorum), so a cluster of two members cannot lose either
     without its API becoming unavailable, and is refused unless O(allow_quorum_loss). A member that is down refuses at once; a learner
     or an API server that is still starting is waited for, up to O(timeout) seconds (not in check mode).
     It fails, naming what is wrong, otherwise. It changes nothing.
@@ -47,7 +47,7 @@ description:
   - A cordon made by V(drained) is marked with the annotation C(cargoship.io/cordoned-by) (the O(owner)).
     V(released), for O(names), uncordons the nodes so marked that are Ready, which an interrupted run
     left cordoned. Nodes cordoned by anyone else are left alone.
-  - Every API call rides through the answers that mean "not yet": refused, reset or dropped connections,
+  - Every API call rides through the answers that mean "not yet", which are refused, reset or dropped connections,
     timeouts, and HTTP 429, 500, 502, 503 and 504 (an API server restarting, an etcd leader election,
     priority and fairness under load). It is tried again with backoff (0.25 s doubling to 4 s, or the
     server's C(Retry-After)) until the step's deadline (O(timeout) for V(drained), V(ready) and
@@ -139,7 +139,7 @@ options:
   allow_quorum_loss:
     description:
       - With O(state=safe_to_stop) or O(only_if_safe_to_stop), let O(name) stop although etcd loses its quorum
-        without it (a cluster of two etcd members): the API is unavailable until it is back.
+        without it (a cluster of two etcd members); the API is unavailable until it is back.
     type: bool
     default: false
   api_port:
