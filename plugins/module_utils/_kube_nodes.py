@@ -208,7 +208,7 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
         if pods:
             leases = (listed or {}).get("leases")
             age = age_of(leases.get(node_name)) if leases is not None else lease_age(core, node_name)
-            silent = kubelet_silent(module, age)
+            silent = p.get("kubelet_down") or kubelet_silent(module, age)
             changes += [terminate_later(node_name, silent)] if silent else []
         return changes
     if not node.spec.unschedulable:
@@ -251,7 +251,7 @@ def drain(core, module, node, listed: dict | None = None) -> list[str]:
         time.sleep(p["retry_delay"])
     evicted = time.monotonic()
     while not all(pod_gone(core, pod) for pod in pods):
-        silent = kubelet_silent(module, lease_age(core, node_name))
+        silent = p.get("kubelet_down") or kubelet_silent(module, lease_age(core, node_name))
         if silent:
             return [*changes, terminate_later(node_name, silent)]
         if time.monotonic() > deadline:

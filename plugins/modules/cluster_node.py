@@ -136,6 +136,13 @@ options:
         the clock skew that cargoship allows between hosts (C(cargoship_max_clock_skew), 30 s).
     type: int
     default: 45
+  kubelet_down:
+    description:
+      - With O(state=drained), why the node's kubelet is known not to run, completing "the kubelet of NODE", as in
+        "does not run, since k3s-agent is inactive" (its engine is down, as the run
+        saw it). The drain then does not wait for evicted pods to terminate, as for a kubelet whose Lease is
+        stale, which it only shows O(fresh_within) seconds after the kubelet stopped.
+    type: str
   allow_quorum_loss:
     description:
       - With O(state=safe_to_stop) or O(only_if_safe_to_stop), let O(name) stop although etcd loses its quorum
@@ -272,6 +279,7 @@ def main() -> None:
             "labels": {"type": "dict", "default": {}},
             "restarted_after": {"type": "str"},
             "fresh_within": {"type": "int", "default": 45},
+            "kubelet_down": {"type": "str"},
             "api_port": {"type": "int", "default": 6443},
             "allow_quorum_loss": {"type": "bool", "default": False},
             "uncordon": {"type": "bool", "default": False},
@@ -302,7 +310,7 @@ def main() -> None:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
     except ApiUnavailable as exc:
         module.fail_json(
-            msg=f"the Kubernetes API ({describe(p)}) did not answer {p['state']} of {p['name'] or target} in time: {exc}"
+            msg=f"cannot reach the Kubernetes API with {describe(p)} ({p['state']} of {p['name'] or target}): {exc}"
         )
     except LibraryMissing:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())

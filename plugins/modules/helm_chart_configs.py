@@ -115,7 +115,7 @@ def main() -> None:
         module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
     except ApiUnavailable as exc:
         module.fail_json(
-            msg=f"the Kubernetes API ({describe(module.params)}) did not answer in time: {exc}", changes=changes
+            msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}", changes=changes
         )
     except LibraryMissing:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())

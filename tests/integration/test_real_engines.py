@@ -126,9 +126,10 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
         # (waiting would have lasted cargoship_drain_timeout, 300 s, and then failed).
         w2 = next(p for p in json.loads(report.read_text())["phases"] if p["name"] == "sync_worker")["hosts"]["w2"]
         assert "evict default/web-on-w2" in w2["changes"], w2
+        # (A file written is a dict in the report; the drain's lines are text.)
         assert any(
-            c.startswith("not waiting for the evicted pods to terminate: the kubelet of w2") for c in w2["changes"]
-        )
+            str(c).startswith("not waiting for the evicted pods to terminate: the kubelet of w2") for c in w2["changes"]
+        ), w2
     finally:
         lab.sh("w2", f"rm -f {dropin}")
     wait_for(lambda: lab.unit("w2")["ActiveState"] == "active", "w2 to come back by itself", 30)

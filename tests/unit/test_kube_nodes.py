@@ -217,6 +217,18 @@ def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_wh
         nodes.drained(kube.product, Module(name="w1", timeout=3))
 
 
+def test_a_drain_of_a_node_whose_engine_the_run_saw_down_does_not_wait_though_its_lease_is_still_fresh(kube):
+    # The engine crash-loops since a few seconds: its kubelet's Lease is fresh for up to fresh_within more.
+    kube.node("w1")
+    kube.pod("web-w1", "w1", grace=30)
+    down = "does not run, since k3s-agent is activating (auto-restart)"
+    plan = nodes.drained(kube.product, Module(check_mode=True, name="w1", kubelet_down=down))["changes"]
+    assert plan[2] == f"not waiting for the evicted pods to terminate: the kubelet of w1 {down}; they terminate once the engine is back"
+    result = nodes.drained(kube.product, Module(name="w1", timeout=20, kubelet_down=down))
+    assert result["changes"] == plan
+    assert kube.core.read_namespaced_pod("web-w1", "default").metadata.deletion_timestamp is not None
+
+
 def test_etcd_keeps_its_quorum_counted_from_the_members_etcd_only_ones_included(kube):
     """/readyz/etcd passes with 2 of 3 members: the check counts the members itself."""
     kube.node("c1", labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
