@@ -119,8 +119,9 @@ RUN_OPTIONS = [
     click.option(
         "--keep-artifacts",
         is_flag=True,
-        help="Keep ansible-runner's directory of the run (events, output; credentials masked, mode 0700) "
-        "and print its path.",
+        help="Keep ansible-runner's directory of the run (mode 0700) and print its path. It keeps the events "
+        "and the output of ansible-playbook, credentials masked as Ansible masks them (no_log), and the "
+        "report; never the environment, the extra vars or the passwords.",
     ),
     click.option(
         "-e",

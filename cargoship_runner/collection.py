@@ -111,6 +111,14 @@ def concurrency_pattern():
     return CONCURRENCY
 
 
+def lock_keeper():
+    """The lock keeper's helpers (plugin_utils/_lock_keeper.py): whether a process is alive."""
+    _importable()
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import _lock_keeper
+
+    return _lock_keeper
+
+
 def report_module():
     """The report's data and plain rendering (plugin_utils/_report.py)."""
     return _plugin_utils()[1]

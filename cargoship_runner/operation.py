@@ -249,6 +249,11 @@ def write_report(report: dict, destination: Path) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
+        if target.is_symlink():
+            # Checked before the run; one planted since is neither followed nor replaced.
+            Path(tmp).unlink()
+            errors.print(f"did not write the report to {destination}: it became a symbolic link during the run")
+            return
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import signal
 import socket
+import stat
 import sys
 import tempfile
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import ansible_runner
 
-from cargoship_runner.collection import collections_path, run_collections_path
+from cargoship_runner.collection import collections_path, lock_keeper, run_collections_path
 
 # Keepalives, so that a cut connection fails its node in about 45 s instead of after minutes of TCP
 # retries. They are appended to the user's ssh_args: ssh takes the first value of an option, so a
@@ -93,15 +94,20 @@ class GuardedHandler:
     the run is stopped (``failed`` tells ansible-runner's cancel check) and later events are still fed to
     the handler, so that the nodes in flight stay known for the put-back."""
 
-    def __init__(self, handler) -> None:
+    def __init__(self, handler, started=None) -> None:
         self.handler = handler
         self.error: str | None = None
+        # Called once, at the first play's start: ansible-playbook has read its extra vars by then.
+        self.started = started
 
     @property
     def failed(self) -> bool:
         return self.error is not None
 
     def __call__(self, event: dict) -> bool:
+        if self.started is not None and event.get("event") == "playbook_on_play_start":
+            started, self.started = self.started, None
+            started()
         if self.handler is None:
             return True
         try:
@@ -185,6 +191,11 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         cmdline += ["--vault-id", shlex.quote(vault_id)]
     for path in options.user_var_files:
         cmdline += ["--extra-vars", shlex.quote(f"@{path}")]
+    # The extra vars (-e KEY=VALUE may hold a credential) go in a private file that is gone once the
+    # playbook has read it: never on a command line (every local user can read those in /proc), never
+    # in a file of the run's directory that outlives the start.
+    extra_vars_file = private_file(private / "extra-vars.json", json.dumps({**options.user_vars, **options.extravars}))
+    cmdline += ["--extra-vars", shlex.quote(f"@{extra_vars_file}")]
     envvars = {
         # Ours in front of the user's own collection path, which stays (their hooks and inventory plugins).
         "ANSIBLE_COLLECTIONS_PATH": run_collections_path(config),
@@ -197,6 +208,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         "CARGOSHIP_REPORT_JSON": str(report_path),
         # Where the lock keeper says why, if it has to stop the run (a lock it cannot keep fresh).
         "CARGOSHIP_KEEPER_REPORT": str(private / "keeper-stop.txt"),
+        # Where the lock keeper names itself, so that this command notices if it dies under the run.
+        "CARGOSHIP_KEEPER_PIDFILE": str(private / "keeper.pid"),
         # The user's ansible.cfg, as ansible-playbook would find it from here.
         **({"ANSIBLE_CONFIG": str(config)} if config else {}),
         **vars_plugins_stage(config),
@@ -210,7 +223,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     # Ctrl-C, and how CI systems and terminals cancel a job (SIGTERM, SIGHUP), all stop the run the same
     # way: the command then puts back the nodes it had started on and releases its locks.
     previous = {sig: signal.signal(sig, lambda *_: interrupted.set()) for sig in STOP_SIGNALS}
-    handler = GuardedHandler(on_event)
+    handler = GuardedHandler(on_event, started=lambda: extra_vars_file.unlink(missing_ok=True))
     try:
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(private),
@@ -218,7 +231,12 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             inventory=[str(path.resolve()) for path in options.inventories],
             cmdline=" ".join(cmdline) or None,
             envvars=envvars,
-            extravars={**options.user_vars, **options.extravars},
+            # Nothing of the run's settings written under env/ (ansible-runner would write the extra
+            # vars, the environment and the become and vault passwords there, in plain text).
+            suppress_env_files=True,
+            # ansible-runner dumps the whole environment (K8S_AUTH_API_KEY, say) into artifacts/*/command
+            # before it starts ansible-playbook: gone as soon as it runs.
+            status_handler=drop_command_dump,
             limit=options.limit,
             forks=forks(options.forks, config),
             verbosity=options.verbosity or None,
@@ -234,6 +252,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             # Answered through ansible-runner's terminal, never written to the run's directory.
             passwords={PROMPTS[kind]: value for kind, value in options.passwords.items()} or None,
         )
+        watch_keeper(thread, private, interrupted)
         thread.join()
         report = json.loads(report_path.read_text()) if report_path.exists() else None
         unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
@@ -253,8 +272,60 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if not options.keep_artifacts:
+        extra_vars_file.unlink(missing_ok=True)
+        if options.keep_artifacts:
+            for dump in private.glob("artifacts/*/command"):
+                dump.unlink(missing_ok=True)
+        else:
             shutil.rmtree(private, ignore_errors=True)
+
+
+KEEPER_WATCH_SECONDS = 1.0
+
+
+def keeper_died(private: Path) -> int | None:
+    """The pid of the run's lock keeper if it has died under the run, else None. A keeper that ends with
+    its run removes its pid file first; one that still names itself but is gone died (killed, say)."""
+    pidfile = private / "keeper.pid"
+    try:
+        pid = int(pidfile.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    if lock_keeper().alive(pid):
+        return None
+    return pid if pidfile.exists() else None
+
+
+def watch_keeper(thread: threading.Thread, private: Path, interrupted: threading.Event) -> None:
+    """While the run lives, look every second that its lock keeper does too. Without it the run's locks
+    go stale while it goes on, and another run may take its hosts: the run is stopped as the keeper
+    stops it when a lock cannot be kept fresh (as Ctrl-C: nodes in flight are put back)."""
+    while thread.is_alive():
+        thread.join(KEEPER_WATCH_SECONDS)
+        pid = keeper_died(private) if not interrupted.is_set() else None
+        if pid is not None and thread.is_alive():
+            report = private / "keeper-stop.txt"
+            if not report.exists():
+                report.write_text(
+                    f"the lock keeper of this run (pid {pid}) is gone, so its locks would go stale while it went "
+                    "on; the run was stopped\n"
+                )
+            interrupted.set()
+
+
+def private_file(path: Path, text: str) -> Path:
+    """A new file only its owner can read, from its creation; never through a link planted at path."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
+def drop_command_dump(status: dict, runner_config) -> None:
+    """Remove ansible-runner's artifacts/<ident>/command (the command line and the whole environment) once
+    the playbook runs: it is written just before, and read by nothing of cargoship's."""
+    if status.get("status") != "starting":
+        (Path(runner_config.artifact_dir) / "command").unlink(missing_ok=True)
 
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -295,11 +366,15 @@ def keep_log(runner, run_id: str, playbook: str) -> Path | None:
         return None
     directory = log_directory()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    target = directory / f"{run_id}-{playbook}.log"
-    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(masked_output(source.read_text(errors="replace")))
-    return target
+    # Never through a link (the directory, or a file planted under the run's name), never into a
+    # directory that another user could read or own.
+    info = os.lstat(directory)
+    if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
+        return None
+    try:
+        return private_file(directory / f"{run_id}-{playbook}.log", masked_output(source.read_text(errors="replace")))
+    except FileExistsError:
+        return None
 
 
 def error_lines(runner) -> list[str]:

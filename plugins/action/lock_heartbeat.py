@@ -18,7 +18,12 @@ def touch_command(path: str, run_id: str, root: bool) -> str:
     """Touch the lock only while it is this run's: never revive a lock released or taken over (that exits
     with the keeper's NOT_OURS, so that it stops touching it)."""
     mark, quoted = shlex.quote(json.dumps({"run_id": run_id})[1:-1]), shlex.quote(path)
-    script = f"if grep -qF {mark} {quoted}; then touch -c {quoted}; else exit {_lock_keeper.NOT_OURS}; fi"
+    # Gone (released): NOT_OURS, the keeper stops touching it. There but another run's: TAKEN, the keeper
+    # stops the run, which must not go on without its lock.
+    script = (
+        f"if grep -qF {mark} {quoted}; then touch -c {quoted}; "
+        f"elif [ -e {quoted} ]; then exit {_lock_keeper.TAKEN}; else exit {_lock_keeper.NOT_OURS}; fi"
+    )
     return ("" if root else "sudo -n ") + f"sh -c {shlex.quote(script)}"
 
 
@@ -70,6 +75,8 @@ class ActionModule(ActionBase):
             keeper_pid = _lock_keeper.ensure_keeper(
                 spool, run_pid, int(args.get("interval", 30)), control if control.isdigit() else None
             )
+            # For the cargoship command, which watches that the keeper lives as long as the run.
+            _lock_keeper.advertise(keeper_pid, os.environ.get("CARGOSHIP_KEEPER_PIDFILE"))
         except _lock_keeper.UnsafeSpool as exc:
             return {**result, "failed": True, "msg": str(exc)}
         result.update(changed=False, keeper_pid=keeper_pid)

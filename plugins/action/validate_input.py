@@ -17,6 +17,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     kind_name,
     problems_of,
 )
+from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import window_problem
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
 from ansible_collections.cargoship.engine.plugins.plugin_utils._report import hosts_text
@@ -55,6 +56,7 @@ OPTIONS = {
     "cargoship_phase": "phase",
     "cargoship_kubeconfig_keep": "bool",
     "cargoship_engine_version": "str",
+    "cargoship_secret_paths": "secret_paths",
 }
 KNOWN = set(DESIRED) | set(OPTIONS)
 # Variables of other names that are near misses of ours: a known name without its prefix (a refactor
@@ -79,10 +81,28 @@ def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> l
         return [f"{name}: expected a count (e.g. 2) or a percentage (e.g. 25%), got {value!r}"]
     if kind == "hooks":
         return _hooks.problems(value, phases)
+    if kind == "secret_paths":
+        return secret_paths_problems(name, value)
     if kind == "phase" and value and value not in {p["name"] for p in phases}:
         hint = difflib.get_close_matches(str(value), [p["name"] for p in phases], n=1, cutoff=0.6)
         return [f"{name}: unknown phase {value!r}" + (f" (did you mean {hint[0]}?)" if hint else "")]
     return []
+
+
+def secret_paths_problems(name: str, value: object) -> list[str]:
+    """cargoship_secret_paths: a list of paths into cargoship_chart_values, each the chart's name (or *)
+    and the keys below its values, as a text with dots (traefik.dashboard.note) or a list of keys (for a
+    key with a dot in it: [traefik, tls.key])."""
+    if not isinstance(value, list):
+        return [f"{name}: expected a list of paths (chart.key.key, or a list of keys), got {kind_name(value)}"]
+    found = []
+    for index, entry in enumerate(value):
+        keys = entry.split(".") if isinstance(entry, str) else entry
+        if not isinstance(keys, list) or not all(isinstance(key, (str, int)) and str(key) for key in keys):
+            found.append(f"{name}[{index}]: expected a text like chart.key.key or a list of keys, got {entry!r}")
+        elif len(keys) < 2:
+            found.append(f"{name}[{index}]: {entry!r} names a chart but no key inside its values (chart.key)")
+    return found
 
 
 def name_problem(name: str) -> str | None:
@@ -136,7 +156,26 @@ def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]
         value = variables.get(name)
         if value is not None:
             found += [(message, origin_of(value)) for message in option_problem(name, kind, value, phases)]
+    found += lock_window_problems(variables)
     return found
+
+
+def lock_window_problems(variables) -> list[tuple[str, str | None]]:
+    """The lock's stale window against its touch interval (each of them a whole number, or checked above)."""
+    stale = variables.get("cargoship_lock_stale_after", 60)
+    interval = variables.get("cargoship_lock_touch_interval", 30)
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (stale, interval)):
+        return []
+    problem = window_problem(stale, interval)
+    if problem is None:
+        return []
+    where = "cargoship_lock_stale_after" if interval >= 1 else "cargoship_lock_touch_interval"
+    return [
+        (
+            f"{where}: {problem} (cargoship_lock_stale_after: {stale}, cargoship_lock_touch_interval: {interval})",
+            origin_of(variables.get(where)),
+        )
+    ]
 
 
 def shown(hosts: list[str], every: int) -> str:

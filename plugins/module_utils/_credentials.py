@@ -15,6 +15,7 @@ replaced, or a value cargoship never saw (another user's kubeconfig entry) is fo
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 
@@ -26,12 +27,36 @@ PLACEHOLDER = re.compile(r"^\*{8} cargoship credential #([0-9]+)$")
 
 REGISTRY_SECRET_KEYS = frozenset(("password", "auth", "identity_token", "identitytoken", "token"))
 KUBECONFIG_SECRET_KEYS = frozenset(("token", "password", "client-key-data", "client-certificate-data"))
-# Chart values are free-form: a key named like a credential is one.
-CREDENTIAL_NAME = re.compile(
-    r"(pass(word|wd|phrase)?|secret|token|credentials?|api[-_]?key|private[-_]?key|auth)$", re.IGNORECASE
-)
+# Chart values are free-form, so their masking is broad: a key whose name says secret, key, token,
+# password or certificate, in any case and separator style (secretKey, aws_secret_access_key, tls.key,
+# TLS_CRT, htpasswd), masks every value under it. The words of a key: split at separators and at a
+# lower-to-upper case change.
+SECRET_WORDS = frozenset(
+    (
+        "secret", "secrets", "password", "passwords", "passwd", "pwd", "pass", "passphrase", "pin",
+        "token", "tokens", "key", "keys", "credential", "credentials", "cred", "creds", "auth",
+        "authorization", "bearer", "cookie", "cert", "certs", "certificate", "certificates", "crt", "pem",
+        "pfx", "p12", "jks", "keystore", "truststore", "htpasswd", "dsn", "jwt", "salt", "signature",
+    )
+)  # fmt: skip
+# The same words run together in one lower-case key (apikey, secretkey, dbpassword, authtoken).
+SECRET_INSIDE = re.compile(r"secret|passw|passphrase|token|credential|htpasswd|(key|cert|crt|pem|pwd)$")
+WORD_BREAK = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+# A chart's values travel to the host as one no-log argument, encoded: its leaves then never become
+# Ansible's no-log values one by one (a "1" or an "nginx" would be masked in every output).
+CHART_VALUES_PREFIX = "cargoship chart values "
 
 Path = tuple
+# The user-info of a URL (scheme://user:password@host), anywhere in a text, and of an endpoint without a
+# scheme (user:password@host:port, which the engines read as https): shown as a mask wherever a URL is.
+URL_USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/?#@\s]+)@")
+BARE_USERINFO = re.compile(r"^(?P<scheme>)(?P<info>[^/?#@\s:]+:[^/?#@\s]*)@")
+
+
+def without_userinfo(text: str, mask: str = MASK) -> str:
+    """text with the user-info of every URL in it replaced by mask."""
+    text = URL_USERINFO.sub(lambda m: f"{m['scheme']}{mask}@", text)
+    return BARE_USERINFO.sub(lambda m: f"{mask}@", text)
 
 
 def is_credential(kind: str, path: Path) -> bool:
@@ -48,9 +73,29 @@ def is_credential(kind: str, path: Path) -> bool:
             or (rest[0] == "exec" and len(rest) >= 3 and rest[1] == "env" and rest[-1] == "value")
             or (rest[0] == "auth-provider" and len(rest) >= 3 and rest[1] == "config")
         )
-    if kind == "chart_values":  # the values of one chart
-        return bool(keys) and bool(CREDENTIAL_NAME.search(keys[-1]))
+    if kind == "chart_values":  # the values of one chart: any key on the way names a secret
+        return any(names_secret(key) for key in path if isinstance(key, str))
     return False
+
+
+def names_secret(key: str) -> bool:
+    """Whether a chart values key names a secret (SECRET_WORDS), in any case and separator style."""
+    words = [word.lower() for word in WORD_BREAK.split(key) if word]
+    return any(word in SECRET_WORDS for word in words) or bool(SECRET_INSIDE.search("".join(words)))
+
+
+def marked_secret(path: Path, marked: list) -> bool:
+    """Whether ``path`` lies at or under one of the ``marked`` paths (lists of keys; ``*`` is any one key
+    or list item), as the user marks chart values secret (cargoship_secret_paths)."""
+    return any(
+        len(path) >= len(mark) and all(mark[i] == "*" or str(mark[i]) == str(path[i]) for i in range(len(mark)))
+        for mark in marked
+    )
+
+
+def maskable(value: object) -> bool:
+    """What a diff masks at a credential's place: text and numbers (an integer PIN), never a flag."""
+    return value is not None and not isinstance(value, bool)
 
 
 def is_secret_value(value: object) -> bool:
@@ -121,13 +166,14 @@ def reveal(document: object, kind: str, values: list) -> object:
     return _walk(document, (), visit)
 
 
-def masked(document: object, kind: str, reference: object = _MISSING) -> object:
-    """A copy of document with each credential masked. With a reference (the other side of a diff), a
-    credential that differs from the reference's at the same place says so, without showing either."""
+def masked(document: object, kind: str, reference: object = _MISSING, marked: list = ()) -> object:
+    """A copy of document with each credential masked (and each value under a ``marked`` path). With a
+    reference (the other side of a diff), a credential that differs from the reference's at the same place
+    says so, without showing either."""
 
     def visit(path: Path, value: object) -> object:
-        if not is_secret_value(value) or not is_credential(kind, path):
-            return value
+        if not maskable(value) or not (is_credential(kind, path) or marked_secret(path, marked)):
+            return userinfo_masked(path, value, reference)
         if reference is _MISSING:
             return MASK
         found, other = lookup(reference, path)
@@ -138,9 +184,23 @@ def masked(document: object, kind: str, reference: object = _MISSING) -> object:
     return _walk(document, (), visit)
 
 
-def masked_pair(kind: str, before: object, after: object) -> tuple[object, object]:
+def userinfo_masked(path: Path, value: object, reference: object = _MISSING) -> object:
+    """A text value with the user-info of its URLs masked; where the reference (the other side of a diff)
+    has the same text but for a different user-info, marked as changed."""
+    if not isinstance(value, str):
+        return value
+    shown = without_userinfo(value)
+    if shown == value or reference is _MISSING:
+        return shown
+    found, other = lookup(reference, path)
+    if found and isinstance(other, str) and other != value and without_userinfo(other) == shown:
+        return without_userinfo(value, CHANGED)
+    return shown
+
+
+def masked_pair(kind: str, before: object, after: object, marked: list = ()) -> tuple[object, object]:
     """Before and after for a diff: before masked plainly, after marked where a credential changed."""
-    return masked(before, kind), masked(after, kind, before if before is not None else {})
+    return masked(before, kind, marked=marked), masked(after, kind, before if before is not None else {}, marked)
 
 
 def parse(text: str) -> object:
@@ -172,14 +232,41 @@ def moved_out(args: dict) -> dict:
     if isinstance(args.get("registries"), dict):
         args["registries"] = hide(args["registries"], "registries", found)
     if isinstance(args.get("chart_values"), dict):
-        args["chart_values"] = {
-            name: {**settings, "values": hide(settings["values"], "chart_values", found)}
-            if isinstance(settings, dict) and "values" in settings
-            else settings
-            for name, settings in args["chart_values"].items()
-        }
+        # A chart's values are free-form: whatever their keys, all of them travel out of the logged
+        # arguments, encoded as one text (see CHART_VALUES_PREFIX).
+        charts = {}
+        for name, settings in args["chart_values"].items():
+            if isinstance(settings, dict) and "values" in settings:
+                found.append(CHART_VALUES_PREFIX + encoded(settings["values"]))
+                settings = {**settings, "values": f"{MASK} cargoship credential #{len(found) - 1}"}  # noqa: PLW2901
+            charts[name] = settings
+        args["chart_values"] = charts
     args["credentials"] = found
     return args
+
+
+def encoded(values: object) -> str:
+    text = json.dumps(values, sort_keys=True, ensure_ascii=True, default=str)
+    return base64.b64encode(text.encode()).decode()
+
+
+def chart_values_back(values: object, credentials: list) -> object:
+    """A chart's values as moved_out took them: decoded from their no-log credential."""
+    match = PLACEHOLDER.match(values) if isinstance(values, str) else None
+    if not match:
+        return values
+    index = int(match.group(1))
+    if index >= len(credentials) or not str(credentials[index]).startswith(CHART_VALUES_PREFIX):
+        raise ValueError(f"the values of credential #{index} were not passed to the module")
+    return json.loads(base64.b64decode(str(credentials[index])[len(CHART_VALUES_PREFIX) :]))
+
+
+def secret_strings(document: object, kind: str) -> list[str]:
+    """The text values at credential places of document: what a module adds to its no-log values, so that
+    they are masked wherever they appear in its output."""
+    found: list = []
+    hide(document, kind, found)
+    return [str(value) for value in found if value]
 
 
 def calls_moved_out(calls: list) -> tuple[list, list]:

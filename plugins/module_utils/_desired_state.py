@@ -382,6 +382,10 @@ def problems_of(state: dict) -> Problems:
             _check(settings, ("dict", CHART_SCHEMA), where, problems)
             if "values" not in settings:
                 problems.add(f"{where}.values: required", settings)
+            else:
+                values_problem = chart_values_problem(settings["values"])
+                if values_problem:
+                    problems.add(f"{where}.values: {values_problem}", settings)
             namespace = settings.get("namespace", "kube-system")
             if not isinstance(namespace, str) or not DNS_LABEL.match(namespace):
                 problems.add(f"{where}.namespace: not a valid namespace name: {namespace!r}", namespace)
@@ -395,6 +399,22 @@ def problems_of(state: dict) -> Problems:
                 )
             seen[file_name] = name
     return problems
+
+
+def chart_values_problem(values: object) -> str | None:
+    """What is wrong with a chart's values (a mapping, or the YAML text of one), without showing them:
+    they may hold secrets."""
+    if isinstance(values, dict):
+        return None
+    if not isinstance(values, str):
+        return f"expected a mapping of the chart's values, or the YAML text of one, got {kind_name(values)}"
+    try:
+        data = parse(values)
+    except ValueError as exc:
+        return f"the text is not a mapping of values: {exc}"
+    if data is not None and not isinstance(data, dict):
+        return f"the text is not a mapping of values: it reads as {kind_name(data)}"
+    return None
 
 
 def validate(state: dict) -> dict:

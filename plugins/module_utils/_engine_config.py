@@ -24,7 +24,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     same_content,
     validate,
 )
-from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError
+from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError, mover_of
 
 
 def fail(module, error: FileError) -> None:
@@ -60,7 +60,7 @@ def files_of(module) -> EngineFiles:
     if not params["backup_id"] or "/" in params["backup_id"] or params["backup_id"] in (".", ".."):
         module.fail_json(msg="backup_id must be a plain name")
     return EngineFiles(
-        os.path.join(root, params["backup_id"]), params["backup_id"], module.check_mode, move=module.atomic_move
+        os.path.join(root, params["backup_id"]), params["backup_id"], module.check_mode, move=mover_of(module)
     )
 
 
@@ -138,7 +138,7 @@ def with_credentials(params: dict) -> dict:
     charts = params["chart_values"]
     if isinstance(charts, dict):
         charts = {
-            name: {**settings, "values": _credentials.reveal(settings["values"], "chart_values", values)}
+            name: {**settings, "values": _credentials.chart_values_back(settings["values"], values)}
             if isinstance(settings, dict) and "values" in settings
             else settings
             for name, settings in charts.items()
@@ -153,7 +153,15 @@ def with_credentials(params: dict) -> dict:
     }
 
 
-def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
+def secret_paths_given(params: dict) -> list:
+    """secret_paths as lists of keys: a text is split at its dots, a list is taken as it is."""
+    return [
+        [str(key) for key in entry] if isinstance(entry, list) else str(entry).split(".")
+        for entry in params.get("secret_paths") or []
+    ]
+
+
+def masked_texts(item: dict, current: str | None, secret_paths: list = ()) -> tuple[str, str]:
     """The current and the new content of a file as a diff shows them: both read as data, every credential
     masked by its place in the file, a changed one marked so, and both written out the same way, so that
     the diff shows changes of content. Current content that cannot be read is withheld."""
@@ -170,7 +178,9 @@ def masked_texts(item: dict, current: str | None) -> tuple[str, str]:
             "registries", before if isinstance(before, dict) else None, after
         )
     elif item["kind"] == "chart_values":
-        masked_before, masked_after = masked_chart_pair(before if isinstance(before, dict) else None, after)
+        masked_before, masked_after = masked_chart_pair(
+            before if isinstance(before, dict) else None, after, secret_paths
+        )
     else:
         masked_before, masked_after = before, after
     if before is None:
@@ -194,17 +204,29 @@ def chart_values_of(manifest: dict | None) -> object:
         return WITHHELD
 
 
-def masked_chart_pair(before: dict | None, after: dict) -> tuple[dict | None, dict]:
-    """A HelmChartConfig keeps its values as text in spec.valuesContent: mask the values inside it."""
+def secret_paths_of(chart: object, secret_paths: list) -> list:
+    """The paths inside one chart's values that the user marked secret (each path's first key is the chart
+    name, or ``*`` for every chart)."""
+    return [path[1:] for path in secret_paths if path and path[0] in (chart, "*")]
+
+
+def masked_chart_pair(before: dict | None, after: dict | None, secret_paths: list = ()) -> tuple:
+    """A HelmChartConfig keeps its values as text in spec.valuesContent: mask the values inside it. The
+    text is always shown as the masked data written out again (its comments and layout dropped, on both
+    sides alike): text that is not a mapping of values is withheld, since masking cannot find its secrets."""
     values_before, values_after = chart_values_of(before), chart_values_of(after)
+    name = ((after or before or {}).get("metadata") or {}).get("name")
     masked_before, masked_after = _credentials.masked_pair(
-        "chart_values", values_before if values_before is not WITHHELD else None, values_after
+        "chart_values",
+        values_before if isinstance(values_before, dict) else None,
+        values_after if isinstance(values_after, dict) else None,
+        secret_paths_of(name, secret_paths),
     )
 
     def with_values(manifest: dict | None, original: object, shown: object) -> dict | None:
-        if manifest is None or shown == original:
+        if manifest is None or not isinstance(manifest.get("spec"), dict) or "valuesContent" not in manifest["spec"]:
             return manifest
-        text = WITHHELD if original is WITHHELD else render_data(shown)
+        text = render_data(shown) if isinstance(original, dict) else ("" if original is None else WITHHELD)
         return {**manifest, "spec": {**manifest["spec"], "valuesContent": text}}
 
     return with_values(before, values_before, masked_before), with_values(after, values_after, masked_after)
@@ -230,6 +252,8 @@ MODULE_KWARGS = {
         "backup_id": {"type": "str"},
         "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
         "credentials": {"type": "list", "elements": "raw", "no_log": True, "default": []},
+        # Paths to mask, not secrets themselves.
+        "secret_paths": {"type": "list", "elements": "raw", "default": [], "no_log": False},
         "only_kinds": {
             "type": "list",
             "elements": "str",
@@ -256,10 +280,12 @@ def run(module) -> None:
         state = with_credentials(params)
         # Called without its action plugin, the module would have credentials in its arguments: hide
         # at least every one of them in what it returns.
-        for document, kind in ((state["registries"], "registries"), (state["chart_values"], "chart_values")):
-            found: list = []
-            _credentials.hide(document, kind, found)
-            module.no_log_values.update(str(value) for value in found if value)
+        charts = state["chart_values"] if isinstance(state["chart_values"], dict) else {}
+        documents = [("registries", state["registries"])] + [
+            ("chart_values", settings.get("values")) for settings in charts.values() if isinstance(settings, dict)
+        ]
+        for kind, document in documents:
+            module.no_log_values.update(_credentials.secret_strings(document, kind))
         state = validate(state)
         dropin = current_dropin(module, paths_of(module)["config_dropin"]) if params["node_role"] == "server" else None
         files = render(state, params["node_role"], params["with_charts"], params["layout"], dropin)
@@ -281,7 +307,7 @@ def run(module) -> None:
         else:
             action = "update" if current is not None else "create"
         drifted.append(item)
-        masked_before, masked_after = masked_texts(item, current)
+        masked_before, masked_after = masked_texts(item, current, secret_paths_given(params))
         changes.append(
             {
                 "path": item["path"],

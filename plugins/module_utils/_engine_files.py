@@ -30,8 +30,37 @@ class FileError(Exception):
         self.msg, self.path = msg, path
 
 
+def sync_directory(directory: str) -> None:
+    """Flush a directory's entries to disk, so that a rename in it survives a power loss."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _move(source: str, destination: str) -> None:
+    """Rename a file over another one: the new file keeps the owner and mode it was created with (never
+    those of the file it replaces), and the directory entry is flushed."""
     os.replace(source, destination)
+    sync_directory(os.path.dirname(destination) or ".")
+
+
+def mover_of(module):
+    """_move, keeping the SELinux context that the replaced file had (or the directory's default), as the
+    engines' policies expect; unlike AnsibleModule.atomic_move, which also hands the new file the old
+    one's owner and mode, so that a credential file once readable by another user would stay so."""
+
+    def move(source: str, destination: str) -> None:
+        if module.selinux_enabled():
+            if os.path.exists(destination):
+                context = module.selinux_context(destination)
+            else:
+                context = module.selinux_default_context(destination)
+            module.set_context_if_different(source, context, False)
+        _move(source, destination)
+
+    return move
 
 
 class EngineFiles:
@@ -39,7 +68,7 @@ class EngineFiles:
 
     def __init__(self, backup_dir: str, backup_id: str, check_mode: bool = False, move=_move, owner=(0, 0)):
         self.backup_dir, self.backup_id, self.check_mode = backup_dir, backup_id, check_mode
-        # The module passes its atomic_move, which keeps a destination's SELinux context.
+        # The module passes mover_of(module), which keeps a destination's SELinux context.
         self.move, self.owner = move, owner
 
     # -- reading ------------------------------------------------------------------------------------
@@ -77,21 +106,22 @@ class EngineFiles:
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                # Root's and 0600 before a byte is written (mkstemp creates it 0600 already).
                 os.fchmod(handle.fileno(), 0o600)
+                if self.owner is not None:
+                    os.fchown(handle.fileno(), *self.owner)
                 handle.write(content)
                 handle.flush()
                 os.fsync(handle.fileno())
-            if self.owner is not None:
-                os.chown(tmp, *self.owner)
         except OSError:
             os.unlink(tmp)
             raise
         return tmp
 
     def put_in_place(self, ready: str, path: str) -> None:
-        """Rename a whole file over path (the same directory, so nothing is ever half there)."""
+        """Rename a whole file over path (the same directory, so nothing is ever half there). It has the
+        owner and mode write_whole gave it from its creation."""
         self.move(ready, path)
-        os.chmod(path, 0o600)
 
     def write_atomically(self, path: str, content: str) -> None:
         try:

@@ -26,6 +26,26 @@ def read_lock(path: str) -> tuple[dict | None, float | None]:
         return {"run_id": "unknown", "holder": {}}, time.time() - os.stat(path).st_mtime
 
 
+def stale_window(lock: dict, own: int) -> int:
+    """How long the holder of ``lock`` lets it go untouched before it counts as stale: the window it
+    recorded (its keeper touches it well within that), else ``own`` (a lock of an older cargoship)."""
+    window = lock.get("stale_after")
+    return window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else own
+
+
+def window_problem(stale_after: int, touch_interval: int) -> str | None:
+    """Why a stale window and touch interval do not go together, else None: one late touch must never let
+    a live run's lock go stale."""
+    if touch_interval < 1:
+        return f"the lock's touch interval must be 1 s or more, got {touch_interval}"
+    if stale_after < 2 * touch_interval:
+        return (
+            f"the lock's stale window ({stale_after} s) must be at least twice its touch interval "
+            f"({touch_interval} s), so that one late touch does not let a live run's lock go stale"
+        )
+    return None
+
+
 def describe(lock: dict) -> str:
     holder = lock.get("holder") or {}
     parts = [f"{k}={holder[k]}" for k in ("user", "control_host", "pid", "started") if holder.get(k)]
@@ -74,6 +94,7 @@ MODULE_KWARGS = {
         "holder": {"type": "dict", "default": {}},
         "path": {"type": "path", "default": LOCK_PATH},
         "stale_after": {"type": "int", "default": 60},
+        "touch_interval": {"type": "int", "default": 30},
         "force": {"type": "bool", "default": False},
         "others": {"type": "str", "default": "fail", "choices": ["fail", "keep"]},
     },
@@ -84,9 +105,15 @@ MODULE_KWARGS = {
 def run(module) -> None:
     """The module's work; ends with module.exit_json or module.fail_json."""
     p = module.params
+    if p["state"] == "acquired":
+        problem = window_problem(p["stale_after"], p["touch_interval"])
+        if problem:
+            module.fail_json(msg=problem)
     lock, age = read_lock(p["path"])
     ours = lock is not None and lock.get("run_id") == p["run_id"]
-    stale = lock is not None and age is not None and age > p["stale_after"]
+    # Judged by the holder's own window: a taker with a shorter one must not break a live run's lock.
+    window = stale_window(lock or {}, p["stale_after"])
+    stale = lock is not None and age is not None and age > window
     result = {"changed": False, "held_by": lock, "age": age, "stale": stale}
 
     if p["state"] == "acquired":
@@ -99,7 +126,7 @@ def run(module) -> None:
             )
         if lock is not None and not stale:
             module.fail_json(
-                msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {p['stale_after']}s untouched "
+                msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {window}s untouched "
                 "(or break it with `cargoship unlock`)",
                 held=True,
                 locked_by=describe(lock),
@@ -109,7 +136,12 @@ def run(module) -> None:
         result["changes"] = ["take the lock" + (f" (over a stale one of {describe(lock)})" if lock is not None else "")]
         if module.check_mode:
             module.exit_json(**result)
-        content = {"run_id": p["run_id"], "holder": p["holder"]}
+        content = {
+            "run_id": p["run_id"],
+            "holder": p["holder"],
+            "stale_after": p["stale_after"],
+            "touch_interval": p["touch_interval"],
+        }
         if lock is not None:
             # Stale: move it aside atomically, then compete for the free lock like everyone else.
             aside = f"{p['path']}.stale-{os.getpid()}"

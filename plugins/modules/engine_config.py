@@ -25,10 +25,13 @@ description:
     that a full disk or a read-only directory fails at staging, before the engine is stopped.
   - With O(state=restored), puts back the files of an earlier backup, removing files that did not
     exist before it.
-  - Credentials (registry C(auth) values, chart values named like credentials) are never logged, returned or
-    shown. The module's action plugin, on the control host, moves them out of O(registries) and
-    O(chart_values) into O(credentials), which is no-log as a whole. Diffs mask them by their place in
-    the files (the current content included), and mark a credential that changes as changed.
+  - Credentials are never logged, returned or shown. The module's action plugin, on the control host, moves
+    the registry C(auth) values out of O(registries), and each chart's values whole (whatever their keys, as
+    one encoded text), out of O(chart_values) into O(credentials), which is no-log as a whole. Diffs mask
+    credentials by their place in the files (the current content included), and mark a credential that
+    changes as changed. In chart values that place is any value (text or number) under a key whose name
+    says secret, key, token, password or certificate, in any case and separator style (C(secretKey),
+    C(aws_secret_access_key), C(tls.key)), or under a path of O(secret_paths).
 author:
   - cargoship developers (@cargoship)
 extends_documentation_fragment:
@@ -112,10 +115,18 @@ options:
     description: Where backups are kept. Must not be inside the manifests directory.
     type: path
     default: /var/lib/cargoship/backups
+  secret_paths:
+    description:
+      - Paths into O(chart_values) whose values the diffs mask too. Each is the chart's name (or V(*) for every
+        chart) and the keys below its C(values), as a text with dots (V(traefik.dashboard.note)) or a list of keys
+        (for a key with a dot in it). C(*) stands for any one key or list item. Everything under a path is masked.
+    type: list
+    elements: raw
+    default: []
   credentials:
     description:
-      - The credential values taken out of O(registries) and O(chart_values), which then hold numbered
-        placeholders in their place. Set by this module's action plugin on the control host; not meant to
+      - The credential values taken out of O(registries) and the values of each chart of O(chart_values), which
+        then hold numbered placeholders in their place. Set by this module's action plugin on the control host; not meant to
         be set by hand.
     type: list
     elements: raw

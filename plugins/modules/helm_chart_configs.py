@@ -114,9 +114,7 @@ def main() -> None:
     except ApiException as exc:
         module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
     except ApiUnavailable as exc:
-        module.fail_json(
-            msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}", changes=changes
-        )
+        module.fail_json(msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}", changes=changes)
     except LibraryMissing:
         module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
     except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API

@@ -10,9 +10,11 @@ short_description: The exclusive cargoship lock of one host
 version_added: 0.1.0
 description:
   - One lock file per host names its holder (user, control host, process, start time, run id).
-  - The holder touches it while it lives; a lock untouched for longer than O(stale_after) seconds
-    is stale and may be taken over. A fresh lock held by another run makes O(state=acquired) fail
-    at once, naming the holder, without changing anything.
+  - The holder touches it every O(touch_interval) seconds while it lives; a lock untouched for longer
+    than its holder's stale window is stale and may be taken over. The lock records the holder's
+    O(stale_after) and O(touch_interval), so a taker judges it by the holder's window, never by its own
+    (a lock of an older version, which records none, is judged by O(stale_after)). A fresh lock held by
+    another run makes O(state=acquired) fail at once, naming the holder, without changing anything.
   - The lock is created atomically (hard link of a complete temporary file), so two runs racing
     for a free lock cannot both win.
 author:
@@ -43,9 +45,15 @@ options:
     type: path
     default: /var/lib/cargoship/lock.json
   stale_after:
-    description: Seconds without a touch after which a lock is stale.
+    description:
+      - Seconds without a touch after which this run's lock is stale, recorded in the lock it takes. Also the
+        window of a lock that records none. At least twice O(touch_interval), else O(state=acquired) fails.
     type: int
     default: 60
+  touch_interval:
+    description: Seconds between the holder's touches of its lock, recorded in the lock it takes.
+    type: int
+    default: 30
   force:
     description: With O(state=released), break the lock whoever holds it.
     type: bool

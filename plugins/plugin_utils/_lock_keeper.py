@@ -34,8 +34,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 TOUCH_TIMEOUT_SECONDS = 20
-# The touch command's exit code when the lock is no longer this run's (released, or taken over).
+# The touch command's exit codes when the lock is no longer this run's: released (gone), or held by
+# another run (taken over, as a stale lock: this run must not go on).
 NOT_OURS = 3
+TAKEN = 4
 # ssh's exit code when it cannot reach the host: Ansible itself deals with unreachable hosts.
 UNREACHABLE = 255
 # Rounds in a row a host's touch may fail (sudo asks for a password, a read-only disk) before the run is
@@ -163,7 +165,7 @@ def touch(entry_path: str) -> tuple[str, str, str]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return entry_path, "failed", str(exc)
     lines = [line.strip() for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-    outcome = {0: "ok", NOT_OURS: "not ours", UNREACHABLE: "unreachable"}.get(done.returncode, "failed")
+    outcome = {0: "ok", NOT_OURS: "not ours", TAKEN: "taken", UNREACHABLE: "unreachable"}.get(done.returncode, "failed")
     return entry_path, outcome, (lines[-1][:200] if lines else f"exit {done.returncode}")
 
 
@@ -214,9 +216,19 @@ def keep(spool: str, parent: int, interval: float, control: int | None) -> None:
             if not stopping and time.monotonic() >= next_round:
                 check_private(spool)
                 for entry, outcome, why in pool.map(touch, sorted(glob.glob(os.path.join(spool, "host-*.json")))):
-                    if outcome == "not ours":
-                        os.unlink(entry)  # released by the run, or taken over: the run's own checks say which
-                    failed_rounds[entry] = failed_rounds.get(entry, 0) + 1 if outcome == "failed" else 0
+                    if outcome in ("not ours", "taken"):
+                        os.unlink(entry)  # released by the run (gone), or taken over (stops the run below)
+                    if outcome == "taken" and not stopping:
+                        stopping = True
+                        stop_for(
+                            f"the lock on {host_of(entry)} was taken over by another run; the run was stopped "
+                            "rather than go on without it",
+                            parent,
+                            control,
+                        )
+                    # A host the keeper cannot reach is a lock it cannot keep fresh, like any other failure.
+                    failing = outcome in ("failed", "unreachable")
+                    failed_rounds[entry] = failed_rounds.get(entry, 0) + 1 if failing else 0
                     if failed_rounds[entry] >= FAILED_ROUNDS_ALLOWED and not stopping:
                         stopping = True
                         stop_for(
@@ -227,6 +239,30 @@ def keep(spool: str, parent: int, interval: float, control: int | None) -> None:
                         )
                 next_round = time.monotonic() + interval
             time.sleep(1)
+
+
+def advertise(pid: int, pidfile: str | None) -> None:
+    """Tell the cargoship command which keeper serves its run (a whole file, put in place by a rename)."""
+    if not pidfile:
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(pidfile), prefix=".keeper-")
+    with os.fdopen(fd, "w", encoding="ascii") as handle:
+        handle.write(str(pid))
+    os.replace(tmp, pidfile)
+
+
+def unregister(run_pid: int, host: str, base: str | None = None) -> None:
+    """Stop touching a host's lock: the run releases it (a lock another run takes next is then theirs,
+    not a take-over of this run's)."""
+    spool = spool_path(run_pid, base)
+    try:
+        check_private(spool)
+    except (OSError, UnsafeSpool):
+        return  # no keeper for this run (or not a directory of ours): nothing registered to remove
+    try:
+        os.unlink(os.path.join(spool, f"host-{host}.json"))
+    except FileNotFoundError:
+        pass
 
 
 def main() -> int:
@@ -242,6 +278,13 @@ def main() -> int:
     finally:
         if ours:
             shutil.rmtree(spool, ignore_errors=True)
+    # Ended with its run: the command must not take this end for a keeper that died under a live run.
+    pidfile = os.environ.get("CARGOSHIP_KEEPER_PIDFILE")
+    if pidfile and not alive(parent):
+        try:
+            os.unlink(pidfile)
+        except FileNotFoundError:
+            pass
     return 0
 
 

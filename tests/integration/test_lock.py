@@ -119,3 +119,33 @@ def test_a_lock_the_keeper_cannot_touch_stops_the_run_instead_of_going_stale(fle
     # Stopped like Ctrl-C: c1, which it had started on, is given back without a restart.
     assert not fleet.core.read_node("c1").spec.unschedulable
     assert fleet.lock_age("c1") is None
+
+
+def test_a_lock_taken_over_under_the_run_or_a_dead_keeper_stops_it_as_ctrl_c_would(fleet):
+    """The keeper finds w1's lock held by another run (as a taker with a short window of its own would
+    leave it), then, in a second run, the keeper itself is killed: both runs stop instead of going on
+    without their locks, and give c1 back."""
+    taken = '{"run_id": "someone-else", "holder": {"user": "other"}, "stale_after": 60, "touch_interval": 30}'
+    for stop in ("taken", "keeper killed"):
+        run = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+        try:
+            wait_for(lambda: fleet.core.read_node("c1").spec.unschedulable, "the run to start draining c1")
+            if stop == "taken":
+                fleet.sh("w1", f"echo '{taken}' > /var/lib/cargoship/lock.json")
+            else:
+                wait_for(lambda: keepers() != [], "the run's keeper")
+                for pid in keepers():
+                    subprocess.run(["kill", "-9", pid], check=False)
+            output, errors = run.communicate(timeout=120)
+        finally:
+            if run.poll() is None:
+                run.kill()
+            fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
+        assert run.returncode == 130, output + errors
+        expected = {
+            "taken": "the lock on w1 was taken over by another run; the run was stopped",
+            "keeper killed": "the lock keeper of this run (pid ",
+        }[stop]
+        assert expected in " ".join(errors.split()), errors
+        assert not fleet.core.read_node("c1").spec.unschedulable, stop
+        assert fleet.lock_age("c1") is None, stop

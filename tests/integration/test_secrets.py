@@ -5,6 +5,7 @@ plain marker that survives any escaping, and that marker is what the tests look 
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -21,7 +22,30 @@ pytestmark = pytest.mark.lab
 OLD = 'old"pass\\wörd-OLDCANARY1'
 NEW = 'new"pass\\wört-NEWCANARY2'
 CHART_SECRET = "chart\\pw-CHARTCANARY3"
-MARKERS = ("OLDCANARY1", "NEWCANARY2", "CHARTCANARY3")
+# Chart values whose keys the old credential pattern missed, a list, a number, a path the user marks
+# secret, a values text, and a mirror endpoint's user-info: none is named "password".
+CHART_CANARIES = {
+    "s3": {"secretKey": "sk-SECRETKEYCANARY4", "accessKey": "ak-ACCESSKEYCANARY5"},
+    "tls.key": "-----BEGIN PRIVATE KEY----- TLSKEYCANARY6",
+    "passwords": ["first-LISTCANARY7", "second-LISTCANARY7"],
+    "adminPin": 918273645,
+    "dashboard": {"note": "marked-MARKEDCANARY8"},
+}
+TEXT_VALUES = "aws_secret_access_key: TEXTCANARY9\nregion: eu-west-1\n"
+ENDPOINT = "https://fleet-pull:ENDPOINTCANARY10@registry.internal.example:5000"
+MARKERS = (
+    "OLDCANARY1",
+    "NEWCANARY2",
+    "CHARTCANARY3",
+    "SECRETKEYCANARY4",
+    "ACCESSKEYCANARY5",
+    "TLSKEYCANARY6",
+    "LISTCANARY7",
+    "918273645",
+    "MARKEDCANARY8",
+    "TEXTCANARY9",
+    "ENDPOINTCANARY10",
+)
 KEPT = re.compile(r"kept in (\S+)")
 
 
@@ -29,7 +53,12 @@ def with_password(lab, directory: Path, password: str) -> Path:
     inventory = desired_inventory(lab, directory)
     state = yaml.safe_load((inventory / "group_vars" / "all.yml").read_text())
     state["cargoship_registries"]["configs"]["registry.internal.example:5000"]["auth"]["password"] = password
-    state["ingress_chart_values"]["k3s"]["traefik"]["values"]["dashboard"] = {"adminPassword": CHART_SECRET}
+    values = state["ingress_chart_values"]["k3s"]["traefik"]["values"]
+    values.update(CHART_CANARIES)
+    values["dashboard"] = {**CHART_CANARIES["dashboard"], "adminPassword": CHART_SECRET}
+    state["ingress_chart_values"]["k3s"]["canary-app"] = {"namespace": "default", "values": TEXT_VALUES}
+    state["cargoship_secret_paths"] = ["traefik.dashboard.note"]
+    state["cargoship_registries"]["mirrors"]["docker.io"]["endpoint"].append(ENDPOINT)
     (inventory / "group_vars" / "all.yml").write_text(yaml.safe_dump(state, allow_unicode=False))
     return inventory
 
@@ -53,6 +82,11 @@ def tree_text(directory: Path) -> str:
     return "\n".join(p.read_text(errors="replace") for p in directory.rglob("*") if p.is_file())
 
 
+def put(lab, name: str, path: str, text: str) -> None:
+    encoded = base64.b64encode(text.encode()).decode()
+    lab.sh(name, f"echo {encoded} | base64 -d > {path}")
+
+
 def registries_on(lab, name: str) -> dict:
     return yaml.safe_load(lab.sh(name, "cat /etc/rancher/k3s/registries.yaml").stdout)
 
@@ -64,10 +98,25 @@ def fleet(lab_manager):
 
 def test_a_rotated_registry_password_shows_as_changed_and_reaches_no_log_diff_report_or_journal(fleet, tmp_path):
     old = with_password(fleet, tmp_path / "old", OLD)
-    first = cargoship("engine-config-sync", "-i", str(old), "--confirm", "-vvvv", "--keep-artifacts")
+    written = tmp_path / "first.json"
+    first = cargoship(
+        "engine-config-sync", "-i", str(old), "--confirm", "-vvvv", "--keep-artifacts", "--report-json", str(written)
+    )
     assert first.returncode == 0, first.stdout + first.stderr
-    assert registries_on(fleet, "w1")["configs"]["registry.internal.example:5000"]["auth"]["password"] == OLD
+    # The chart values as their diffs show them: masked by structure, settings and flags as they are.
+    assert 'secretKey: "********' in file_diff(written.read_text(), "sync_controller", "c1", "cargoship-traefik.yaml")
+    text_chart = file_diff(written.read_text(), "sync_controller", "c1", "cargoship-default-canary-app.yaml")
+    assert 'aws_secret_access_key: "********' in text_chart and "region: eu-west-1" in text_chart, text_chart
     seen = {"first run": first.stdout + first.stderr, "first run artifacts": tree_text(artifacts_of(first))}
+    seen["first report"] = written.read_text()
+    assert registries_on(fleet, "w1")["configs"]["registry.internal.example:5000"]["auth"]["password"] == OLD
+    assert ENDPOINT in registries_on(fleet, "w1")["mirrors"]["docker.io"]["endpoint"]
+    # Written where they belong, exactly as given: the values text as it is, the values as data.
+    manifests = "/var/lib/rancher/k3s/server/manifests"
+    on_c1 = yaml.safe_load(fleet.sh("c1", f"cat {manifests}/cargoship-default-canary-app.yaml").stdout)
+    assert on_c1["spec"]["valuesContent"] == TEXT_VALUES
+    on_c1 = yaml.safe_load(fleet.sh("c1", f"cat {manifests}/cargoship-traefik.yaml").stdout)
+    assert yaml.safe_load(on_c1["spec"]["valuesContent"])["s3"] == CHART_CANARIES["s3"]
 
     new = with_password(fleet, tmp_path / "new", NEW)
     report = tmp_path / "plan.json"
@@ -85,6 +134,7 @@ def test_a_rotated_registry_password_shows_as_changed_and_reaches_no_log_diff_re
     assert '-      password: "********"' in diff, diff
     assert '+      password: "******** (changed)"' in diff, diff
     assert "username: fleet-pull" in diff, "only credentials are masked"
+    assert "https://********@registry.internal.example:5000" in file_diff(plan, "sync_worker", "w1", "registries.yaml")
 
     plain = subprocess.run(
         ["ansible-playbook", "-i", str(new), "cargoship.engine.engine_config_sync", "--check", "--diff", "-vvvv"],
@@ -98,9 +148,12 @@ def test_a_rotated_registry_password_shows_as_changed_and_reaches_no_log_diff_re
     assert "******** (changed)" in plain.stdout
     seen |= {"ansible-playbook --check --diff -vvvv": plain.stdout + plain.stderr}
 
+    # The file now belongs to another user and is readable by all: its replacement must not inherit that.
+    fleet.sh("w1", "chown 1000:1000 /etc/rancher/k3s/registries.yaml && chmod 0644 /etc/rancher/k3s/registries.yaml")
     real = cargoship("engine-config-sync", "-i", str(new), "--confirm", "-vvvv", "--keep-artifacts")
     assert real.returncode == 0, real.stdout + real.stderr
     assert registries_on(fleet, "w1")["configs"]["registry.internal.example:5000"]["auth"]["password"] == NEW
+    assert fleet.sh("w1", "stat -c '%u:%g %a' /etc/rancher/k3s/registries.yaml").stdout.split() == ["0:0", "600"]
     seen |= {"real run": real.stdout + real.stderr, "real run artifacts": tree_text(artifacts_of(real))}
     for name in fleet.hosts:
         seen[f"{name} journal"] = fleet.sh(
@@ -180,3 +233,34 @@ def test_the_kubeconfig_diff_masks_every_users_credentials_and_keeps_them_in_the
     assert stat.S_IMODE(local.stat().st_mode) == 0o600
     for result in (dry, real):
         subprocess.run(["rm", "-rf", str(artifacts_of(result))], check=True)
+
+
+def test_a_credential_plugin_planted_in_a_servers_admin_kubeconfig_never_reaches_the_operator(fleet, tmp_path):
+    """Root on one controller must not become the operator: an exec plugin in that server's admin
+    kubeconfig would run as the operator once the merged entry is the current context."""
+    local = tmp_path / "kubeconfig"
+    ran = tmp_path / "exec-plugin-ran"
+    admin_path = "/etc/rancher/k3s/k3s.yaml"
+    original = fleet.sh("c1", f"cat {admin_path}").stdout
+    planted = yaml.safe_load(original)
+    planted["users"][0]["user"]["exec"] = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": "/bin/sh",
+        "args": ["-c", f"touch {ran}"],
+    }
+    planted["clusters"][0]["cluster"]["proxy-url"] = "http://proxy.invalid:3128"
+    inventory = desired_inventory(fleet, tmp_path / "inv", cargoship_kubeconfig_path=str(local))
+    put(fleet, "c1", admin_path, yaml.safe_dump(planted))
+    try:
+        result = cargoship("phase", "run", "kubeconfig", "-i", str(inventory), "--confirm")
+    finally:
+        put(fleet, "c1", admin_path, original)
+    output = " ".join((result.stdout + result.stderr).split())
+    assert result.returncode != 0, output
+    assert "user exec (runs a command of the host's choosing as the operator)" in output, output
+    assert "cluster proxy-url" in output
+    assert not local.exists() and not ran.exists()
+    # Put right on the server, the same phase merges it.
+    result = cargoship("phase", "run", "kubeconfig", "-i", str(inventory), "--confirm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "exec" not in yaml.safe_load(local.read_text())["users"][0]["user"]

@@ -9,7 +9,7 @@ import yaml
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials as cred
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
-from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import render, validate
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import InputError, render, validate
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_config import masked_texts, with_credentials
 
 # A quote, a backslash and non-ASCII: JSON and YAML files store these escaped, so searching a file's
@@ -44,8 +44,102 @@ def test_the_action_plugin_moves_every_credential_out_of_the_logged_arguments():
     )
     logged = json.dumps({key: value for key, value in args.items() if key != "credentials"})
     assert "OLDMARK" not in logged and "IDMARK" not in logged and "NEWMARK" not in logged
-    assert "puller" in logged and "db.example" in logged, "only credentials are taken out"
-    assert sorted(args["credentials"]) == sorted([OLD, "tok-IDMARK", NEW])
+    assert "puller" in logged, "of the registries, only credentials are taken out"
+    assert "db.example" not in logged, "a chart's values are taken out whole"
+    assert args["credentials"][:2] == [OLD, "tok-IDMARK"]
+    # The chart's values: one text, so that none of their leaves (the 2, "db.example") becomes a no-log
+    # value that Ansible would mask wherever it appears.
+    assert len(args["credentials"]) == 3 and args["credentials"][2].startswith(cred.CHART_VALUES_PREFIX)
+    assert "NEWMARK" not in args["credentials"][2]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"s3": {"secretKey": "x-MARK", "accessKey": "y"}, "replicas": 2},
+        {"aws_secret_access_key": "x-MARK", "passwords": ["a-MARK", "b"], "pin": 918273},
+        "tls.key: x-MARK\nnote: plain\n",
+        {"date": "2026-12-04", "ünïcode": "wört", "nested": [[1, None, True]]},
+    ],
+)
+def test_chart_values_of_any_shape_travel_out_of_the_arguments_and_come_back_exactly(values):
+    args = without_credentials({"engine": "k3s", "chart_values": {"app": {"namespace": "web", "values": values}}})
+    logged = json.dumps({key: value for key, value in args.items() if key != "credentials"})
+    assert "MARK" not in logged and "web" in logged
+    params = {"registries": None, "audit_policy": None, "pod_security": None, **args}
+    assert with_credentials(params)["chart_values"] == {"app": {"namespace": "web", "values": values}}
+
+
+def test_a_placeholder_for_chart_values_without_its_credential_is_an_error():
+    params = module_params(chart_values={"app": {"values": {"a": 1}}})
+    params["credentials"] = []
+    with pytest.raises(ValueError, match="credential #0 were not passed"):
+        with_credentials(params)
+
+
+@pytest.mark.parametrize(
+    ("key", "secret"),
+    [
+        ("secretKey", True),
+        ("accessKey", True),
+        ("aws_secret_access_key", True),
+        ("tls.key", True),
+        ("TLS_CRT", True),
+        ("client-cert", True),
+        ("htpasswd", True),
+        ("apikey", True),
+        ("dbPassword", True),
+        ("DB-PASSWD", True),
+        ("authToken", True),
+        ("passwords", True),
+        ("replicas", False),
+        ("passthrough", False),
+        ("keyboardLayout", False),
+        ("image", False),
+        ("enabled", False),
+    ],
+)
+def test_chart_value_keys_that_name_a_secret_in_any_case_and_separator_style(key, secret):
+    assert cred.names_secret(key) is secret
+
+
+def test_a_diff_masks_chart_values_by_structure_lists_numbers_and_marked_paths_and_keeps_flags():
+    def chart(values: object) -> dict:
+        state = validate({"engine": "k3s", "chart_values": {"app": {"values": values}}})
+        return render(state, "server", True)[0]
+
+    values = {
+        "s3": {"secretKey": "sk-MARK", "region": "eu"},
+        "tls.key": "tk-MARK",
+        "passwords": ["p1-MARK", "p2-MARK"],
+        "adminPin": 918273645,
+        "auth": {"enabled": True},
+        "dashboard": {"note": "note-MARK", "title": "plain"},
+        "image": "nginx",
+    }
+    marked = [["app", "dashboard", "note"]]
+    before, after = masked_texts(chart(values), None, marked)
+    assert "MARK" not in after and "918273645" not in after
+    shown = yaml.safe_load(yaml.safe_load(after)["spec"]["valuesContent"])
+    assert shown["s3"] == {"secretKey": cred.ADDED, "region": "eu"}
+    assert shown["passwords"] == [cred.ADDED, cred.ADDED] and shown["adminPin"] == cred.ADDED
+    assert shown["auth"] == {"enabled": True}, "a flag is a setting"
+    assert shown["dashboard"] == {"note": cred.ADDED, "title": "plain"} and shown["image"] == "nginx"
+    # The same values given as one text are masked the same way; a marked path of another chart is not.
+    text = yaml.safe_dump(values)
+    before, after = masked_texts(chart(text), chart(values)["content"], [["other", "dashboard", "note"]])
+    assert "918273645" not in before + after
+    assert {mark for mark in ("sk-", "tk-", "p1-", "p2-", "note-") if mark + "MARK" in before + after} == {"note-"}
+    shown = yaml.safe_load(yaml.safe_load(after)["spec"]["valuesContent"])
+    assert shown["s3"]["secretKey"] == cred.MASK, "unchanged, as text or as data"
+    assert shown["dashboard"]["note"] == "note-MARK"
+
+
+def test_values_text_that_is_not_a_mapping_is_refused_without_showing_it():
+    for values, why in (("[a-MARK, b]", "reads as a list"), ("a: [MARK", "not valid YAML"), (5, "got a number")):
+        with pytest.raises(InputError) as raised:
+            validate({"engine": "k3s", "chart_values": {"app": {"values": values}}})
+        assert why in str(raised.value) and "MARK" not in str(raised.value)
 
 
 def test_the_module_gets_the_desired_state_back_exactly():
@@ -151,3 +245,21 @@ def test_numbers_and_flags_under_credential_names_are_settings_not_credentials()
         "adminPassword": "******** cargoship credential #0",
     }
     assert found == ["pw-MARK"]
+
+
+def test_the_user_info_of_an_endpoint_is_masked_in_the_diff_and_a_changed_one_says_so():
+    def with_endpoint(endpoint: str) -> dict:
+        return {"mirrors": {"docker.io": {"endpoint": [endpoint, "https://plain.example"]}}}
+
+    before, after = cred.masked_pair(
+        "registries",
+        with_endpoint("https://puller:old-MARK@m.example:5000"),
+        with_endpoint("https://puller:new-MARK@m.example:5000"),
+    )
+    assert before["mirrors"]["docker.io"]["endpoint"] == ["https://********@m.example:5000", "https://plain.example"]
+    assert after["mirrors"]["docker.io"]["endpoint"][0] == "https://******** (changed)@m.example:5000"
+    same = cred.masked_pair("registries", with_endpoint("u:pw-MARK@m.example:5000"), None)[0]
+    assert same["mirrors"]["docker.io"]["endpoint"][0] == "********@m.example:5000"
+    # Chart values alike: a URL with user-info anywhere in a text.
+    shown = cred.masked({"db": {"url": "see postgres://app:pw-MARK@db:5432/app"}}, "chart_values")
+    assert shown == {"db": {"url": "see postgres://********@db:5432/app"}}

@@ -12,6 +12,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._engine_files imp
     TEMP_PREFIX,
     EngineFiles,
     FileError,
+    mover_of,
 )
 
 
@@ -118,3 +119,36 @@ def test_clean_removes_leftover_temporary_files_only_where_cargoship_writes(host
     changes = backend(host).clean([str(host / "var/lib/rancher/k3s/server")], [str(etc)])
     assert sorted(os.path.basename(c["path"]) for c in changes) == [f"{TEMP_PREFIX}abc", f"{TEMP_PREFIX}def"]
     assert (etc / "sub" / f"{TEMP_PREFIX}ghi").exists() and not (etc / f"{TEMP_PREFIX}def").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="changing a file's owner needs root, as the module runs")
+@pytest.mark.parametrize("staged_first", [True, False])
+def test_a_file_owned_by_another_user_and_readable_by_all_is_replaced_by_roots_0600_file(host, staged_first):
+    registries = host / "etc/rancher/k3s/registries.yaml"
+    os.chown(registries, 1000, 1000)
+    registries.chmod(0o644)
+    seen = []
+
+    class Module:
+        """What mover_of uses of an AnsibleModule; SELinux is off here."""
+
+        @staticmethod
+        def selinux_enabled() -> bool:
+            return False
+
+    move = mover_of(Module())
+
+    def watched(source: str, destination: str) -> None:
+        # The new file as it is the moment before it takes the old one's place.
+        seen.append(os.stat(source))
+        move(source, destination)
+
+    files = EngineFiles(str(host / "backups" / "run1"), "run1", move=watched, owner=(0, 0))
+    drifted = [item(registries, "configs: {r: {auth: {password: new}}}\n")]
+    if staged_first:
+        files.stage(drifted, [{}])
+    files.write(drifted)
+    now = registries.stat()
+    assert (now.st_uid, now.st_gid, stat.S_IMODE(now.st_mode)) == (0, 0, 0o600)
+    assert [(s.st_uid, stat.S_IMODE(s.st_mode)) for s in seen] == [(0, 0o600)], "never readable by others"
+    assert registries.read_text().endswith("password: new}}}\n")

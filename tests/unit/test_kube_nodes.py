@@ -223,7 +223,10 @@ def test_a_drain_of_a_node_whose_engine_the_run_saw_down_does_not_wait_though_it
     kube.pod("web-w1", "w1", grace=30)
     down = "does not run, since k3s-agent is activating (auto-restart)"
     plan = nodes.drained(kube.product, Module(check_mode=True, name="w1", kubelet_down=down))["changes"]
-    assert plan[2] == f"not waiting for the evicted pods to terminate: the kubelet of w1 {down}; they terminate once the engine is back"
+    assert (
+        plan[2]
+        == f"not waiting for the evicted pods to terminate: the kubelet of w1 {down}; they terminate once the engine is back"
+    )
     result = nodes.drained(kube.product, Module(name="w1", timeout=20, kubelet_down=down))
     assert result["changes"] == plan
     assert kube.core.read_namespaced_pod("web-w1", "default").metadata.deletion_timestamp is not None

@@ -120,3 +120,71 @@ def test_a_run_finding_a_planted_directory_fails_and_runs_nothing(tmp_path):
         assert not marker.exists()
     finally:
         subprocess.run(["rm", "-rf", spool], check=False)
+
+
+@pytest.fixture
+def control():
+    """A process standing for the cargoship command, which the keeper signals when it stops the run."""
+    sleeper = subprocess.Popen(["sleep", "60"])
+    yield sleeper
+    sleeper.kill()
+    sleeper.wait()
+
+
+def keeper_with(tmp_path: Path, host: str, exit_code: int, control) -> tuple[subprocess.Popen, Path]:
+    """A keeper (interval 0.2 s) whose one host's touch exits with exit_code, reporting why it stops."""
+    spool = Path(_lock_keeper.private_spool(os.getpid(), str(tmp_path)))
+    _lock_keeper.write_entry(str(spool), f"host-{host}.json", {"argv": ["sh", "-c", f"echo why >&2; exit {exit_code}"]})
+    report = tmp_path / "stop.txt"
+    env = {**os.environ, "CARGOSHIP_KEEPER_REPORT": str(report)}
+    keeper = subprocess.Popen(
+        [sys.executable, _lock_keeper.__file__, str(spool), str(os.getpid()), "0.2", str(control.pid)], env=env
+    )
+    return keeper, report
+
+
+@pytest.mark.parametrize(
+    ("exit_code", "why"),
+    [
+        (_lock_keeper.TAKEN, "the lock on w1 was taken over by another run"),
+        (_lock_keeper.UNREACHABLE, "the lock on w1 could not be kept fresh (why)"),
+        (1, "the lock on w1 could not be kept fresh (why)"),
+    ],
+    ids=["taken", "unreachable", "failed"],
+)
+def test_a_lock_taken_over_or_a_host_that_cannot_be_touched_stops_the_run(tmp_path, exit_code, why, control):
+    keeper, report = keeper_with(tmp_path, "w1", exit_code, control)
+    try:
+        deadline = time.monotonic() + 15
+        while not report.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert report.exists(), "the keeper went on"
+        assert report.read_text().startswith(why)
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
+def test_a_released_lock_is_left_alone_and_a_host_unregistered_before_its_release_is_not_touched(tmp_path, control):
+    keeper, report = keeper_with(tmp_path, "w1", _lock_keeper.NOT_OURS, control)
+    try:
+        spool = Path(_lock_keeper.spool_path(os.getpid(), str(tmp_path)))
+        deadline = time.monotonic() + 10
+        while (spool / "host-w1.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not (spool / "host-w1.json").exists(), "a released lock is no longer touched"
+        time.sleep(1)
+        assert not report.exists(), "a release does not stop the run"
+    finally:
+        keeper.kill()
+        keeper.wait()
+
+
+def test_a_host_is_unregistered_from_its_runs_keeper_before_the_release(tmp_path):
+    spool = Path(_lock_keeper.private_spool(os.getpid(), str(tmp_path)))
+    for host in ("w1", "w2"):
+        _lock_keeper.write_entry(str(spool), f"host-{host}.json", {"argv": ["true"]})
+    _lock_keeper.unregister(os.getpid(), "w1", str(tmp_path))
+    assert sorted(p.name for p in spool.glob("host-*")) == ["host-w2.json"]
+    _lock_keeper.unregister(os.getpid() + 1, "w2", str(tmp_path))  # another run's spool: there is none
+    assert sorted(p.name for p in spool.glob("host-*")) == ["host-w2.json"]

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_info as engine_info
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
@@ -40,7 +41,12 @@ def lock(tmp_path):
 def test_lock_is_taken_kept_and_released_by_its_run(lock):
     taken = run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "holder": {"user": "ann"}})
     assert taken["changed"] and not taken.get("failed")
-    assert json.loads(Path(lock).read_text()) == {"run_id": "a", "holder": {"user": "ann"}}
+    assert json.loads(Path(lock).read_text()) == {
+        "run_id": "a",
+        "holder": {"user": "ann"},
+        "stale_after": 60,
+        "touch_interval": 30,
+    }
     assert run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock})["changed"] is False
     released = run_module("host_lock", {"state": "released", "run_id": "a", "path": lock})
     assert released["changed"] and not Path(lock).exists()
@@ -63,6 +69,36 @@ def test_a_stale_lock_is_taken_over(lock):
     os.utime(lock, (old, old))
     taken = run_module("host_lock", {"state": "acquired", "run_id": "b", "path": lock, "stale_after": 60})
     assert taken["took_over"] and json.loads(Path(lock).read_text())["run_id"] == "b"
+
+
+def test_a_taker_judges_a_lock_by_its_holders_window_never_by_its_own(lock):
+    run_module(
+        "host_lock", {"state": "acquired", "run_id": "a", "path": lock, "stale_after": 600, "touch_interval": 60}
+    )
+    old = time.time() - 120  # two of its holder's touches late at most: the holder is alive
+    os.utime(lock, (old, old))
+    refused = run_module(
+        "host_lock", {"state": "acquired", "run_id": "b", "path": lock, "stale_after": 2, "touch_interval": 1}
+    )
+    assert refused["failed"] and "goes stale after 600s untouched" in refused["msg"], refused
+    assert json.loads(Path(lock).read_text())["run_id"] == "a"
+    # A lock of an older cargoship records no window: the taker's own is the one there is.
+    Path(lock).write_text(json.dumps({"run_id": "old", "holder": {}}))
+    os.utime(lock, (old, old))
+    assert run_module("host_lock", {"state": "acquired", "run_id": "b", "path": lock, "stale_after": 60})["took_over"]
+
+
+@pytest.mark.parametrize(("stale_after", "touch_interval"), [(1, 30), (0, 30), (59, 30), (10, 0)])
+def test_a_stale_window_shorter_than_two_touches_is_refused_before_anything(lock, stale_after, touch_interval):
+    args = {
+        "state": "acquired",
+        "run_id": "a",
+        "path": lock,
+        "stale_after": stale_after,
+        "touch_interval": touch_interval,
+    }
+    refused = run_module("host_lock", args)
+    assert refused["failed"] and "the lock's" in refused["msg"] and not Path(lock).exists()
 
 
 def test_check_mode_only_assesses_the_lock(lock):
@@ -97,12 +133,74 @@ def test_kubeconfig_merge_replaces_its_own_entries_and_keeps_the_rest():
         "current-context": "other",
         "clusters": [{"name": "other", "cluster": {}}, {"name": "lab", "cluster": {"server": "https://old"}}],
     }
-    merged = local_kubeconfig.merged(current, admin, "https://10.0.0.1:6443", "lab")
+    cluster, user, refused, left_out = local_kubeconfig.admin_entries(admin)
+    assert (refused, left_out) == ([], [])
+    merged = local_kubeconfig.merged(current, cluster, user, "https://10.0.0.1:6443", "lab")
     assert [c["name"] for c in merged["clusters"]] == ["other", "lab"]
     assert merged["clusters"][1]["cluster"]["server"] == "https://10.0.0.1:6443"
     assert merged["current-context"] == "other"
     before, after = local_kubeconfig.masked_texts(current, merged)
     assert "t0ken" not in before + after and "******** (new)" in after
+
+
+def test_a_planted_credential_plugin_proxy_or_skipped_tls_check_is_refused_and_the_file_is_untouched(tmp_path):
+    local = tmp_path / "config"
+    local.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    before = local.read_text()
+    admin = {
+        "clusters": [
+            {
+                "name": "default",
+                "cluster": {
+                    "server": "https://127.0.0.1:6443",
+                    "certificate-authority-data": "Q0E=",
+                    "proxy-url": "http://evil.example:3128",
+                    "insecure-skip-tls-verify": True,
+                },
+            }
+        ],
+        "users": [
+            {
+                "name": "default",
+                "user": {
+                    "client-certificate-data": "Q0VSVA==",
+                    "client-key-data": "S0VZ",
+                    "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/tmp/pwn"},
+                    "auth-provider": {"name": "oidc"},
+                },
+            }
+        ],
+    }
+    args = {"path": str(local), "server": "https://10.0.0.1:6443", "name": "lab"}
+    result = run_module("local_kubeconfig", {**args, "admin_kubeconfig": yaml.safe_dump(admin)})
+    assert result["failed"]
+    for named in ("cluster proxy-url", "cluster insecure-skip-tls-verify", "user exec", "user auth-provider"):
+        assert named in result["msg"], result["msg"]
+    assert "/tmp/pwn" not in result["msg"] and local.read_text() == before
+    # Other keys are left out (with a warning); a switched-off check that is false is no switch.
+    admin["clusters"][0]["cluster"] = {"certificate-authority-data": "Q0E=", "insecure-skip-tls-verify": False}
+    admin["users"][0]["user"] = {"token": "t0ken", "as": "system:admin", "tokenFile": "/root/t"}
+    result = run_module("local_kubeconfig", {**args, "admin_kubeconfig": yaml.safe_dump(admin)})
+    assert not result.get("failed"), result
+    written = yaml.safe_load(local.read_text())
+    assert written["users"] == [{"name": "lab", "user": {"token": "t0ken"}}]
+    assert written["clusters"] == [
+        {"name": "lab", "cluster": {"server": "https://10.0.0.1:6443", "certificate-authority-data": "Q0E="}}
+    ]
+    warnings = json.dumps(result["warnings"])
+    assert "user as" in warnings and "user tokenFile" in warnings and "t0ken" not in warnings
+
+
+def test_an_admin_kubeconfig_without_ca_data_or_credential_is_refused(tmp_path):
+    args = {"path": str(tmp_path / "config"), "server": "https://10.0.0.1:6443", "name": "lab"}
+    for cluster, user, why in (
+        ({"certificate-authority-data": "Q0E="}, {"username": "admin"}, "no client certificate and key, token"),
+        ({}, {"token": "t"}, "no certificate-authority-data"),
+    ):
+        admin = {"clusters": [{"name": "d", "cluster": cluster}], "users": [{"name": "d", "user": user}]}
+        result = run_module("local_kubeconfig", {**args, "admin_kubeconfig": yaml.safe_dump(admin)})
+        assert result["failed"] and why in result["msg"], result
+    assert not (tmp_path / "config").exists()
 
 
 def test_engine_config_diff_shows_mirrors_and_hides_only_credentials(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -426,3 +427,136 @@ def test_contradictions_and_unwritable_reports_are_refused_before_the_run(record
     assert "is a symbolic link" in refused("--dry-run", "--report-json", str(tmp_path / "link.json"))
     assert "ask on a terminal and there is none" in refused("--dry-run", "-K")
     assert recorder.calls == []  # nothing ran
+
+
+def test_secret_paths_are_checked_each_with_its_index():
+    phases = validate_input.load_phases()
+    given = {"cargoship_engine": "k3s", "cargoship_secret_paths": ["traefik.dashboard.note", ["app", "tls.key"]]}
+    assert validate_input.host_problems(given, phases) == []
+    wrong = {"cargoship_engine": "k3s", "cargoship_secret_paths": ["traefik", "a..b", {"k": 1}, ["app", ""]]}
+    assert [found[0] for found in validate_input.host_problems(wrong, phases)] == [
+        "cargoship_secret_paths[0]: 'traefik' names a chart but no key inside its values (chart.key)",
+        "cargoship_secret_paths[1]: expected a text like chart.key.key or a list of keys, got 'a..b'",
+        "cargoship_secret_paths[2]: expected a text like chart.key.key or a list of keys, got {'k': 1}",
+        "cargoship_secret_paths[3]: expected a text like chart.key.key or a list of keys, got ['app', '']",
+    ]
+    one = {"cargoship_engine": "k3s", "cargoship_secret_paths": "traefik.note"}
+    assert [found[0] for found in validate_input.host_problems(one, phases)] == [
+        "cargoship_secret_paths: expected a list of paths (chart.key.key, or a list of keys), got a string"
+    ]
+
+
+def test_kept_artifacts_hold_no_environment_extra_vars_or_passwords_and_the_vars_still_reach_ansible(
+    tmp_path, monkeypatch
+):
+    """Through ansible-runner itself, with --keep-artifacts: it would dump the environment into
+    artifacts/*/command and the extra vars and passwords under env/."""
+    from cargoship_runner.runner import RunOptions, run_playbook
+
+    monkeypatch.setenv("K8S_AUTH_API_KEY", "api-key-ENVMARK")
+    (tmp_path / "inv").mkdir()
+    inventory = bad_inventory(tmp_path / "inv", {})
+    options = RunOptions(
+        "engine_config_sync",
+        inventory,
+        True,
+        keep_artifacts=True,
+        # Read by Ansible (its unknown phase is the error below), and a value that must stay private.
+        user_vars={"cargoship_phase": "no_such_phase", "cargoship_api_context": "ctx-EXTRAMARK"},
+        passwords={"become": "become-PASSMARK"},
+    )
+    outcome = run_playbook(options)
+    try:
+        assert outcome.rc != 0 and outcome.artifacts is not None
+        kept = {p: p.read_text(errors="replace") for p in outcome.artifacts.rglob("*") if p.is_file()}
+        assert any("unknown phase 'no_such_phase'" in text for text in kept.values()), "the extra vars were read"
+        leaks = {str(p): m for p, text in kept.items() for m in ("ENVMARK", "EXTRAMARK", "PASSMARK") if m in text}
+        assert leaks == {}
+        assert not list(outcome.artifacts.glob("artifacts/*/command")) and not list(outcome.artifacts.glob("env/*"))
+        assert not (outcome.artifacts / "extra-vars.json").exists()
+    finally:
+        subprocess.run(["rm", "-rf", str(outcome.artifacts)], check=False)
+
+
+def test_local_outputs_never_follow_a_planted_link(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from cargoship_runner import runner
+
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    # The report: a link planted at its path during the run is neither followed nor replaced.
+    planted = tmp_path / "report.json"
+    planted.symlink_to(victim)
+    with pytest.raises(SystemExit):
+        operation.check_report_path(planted)
+    operation.write_report({"phases": []}, planted)
+    assert victim.read_text() == "precious\n" and planted.is_symlink()
+    # The log of a failed run: not into a linked directory, not through a link at the log's name.
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / "stdout").write_text("ansible output\n")
+    run = SimpleNamespace(config=SimpleNamespace(artifact_dir=str(artifacts)))
+    state = tmp_path / "state"
+    (state / "cargoship").mkdir(parents=True)
+    (state / "cargoship" / "logs").symlink_to(tmp_path)
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    assert runner.keep_log(run, "RUN", "engine_config_sync") is None
+    (state / "cargoship" / "logs").unlink()
+    (state / "cargoship" / "logs").mkdir(mode=0o700)
+    (state / "cargoship" / "logs" / "RUN-engine_config_sync.log").symlink_to(victim)
+    assert runner.keep_log(run, "RUN", "engine_config_sync") is None
+    assert victim.read_text() == "precious\n"
+    kept = runner.keep_log(run, "RUN2", "engine_config_sync")
+    assert kept.read_text() == "ansible output\n" and stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        (
+            {"cargoship_lock_stale_after": 1},
+            "cargoship_lock_stale_after: the lock's stale window (1 s) must be at least",
+        ),
+        ({"cargoship_lock_stale_after": 0}, "cargoship_lock_stale_after: the lock's stale window (0 s)"),
+        (
+            {"cargoship_lock_stale_after": 10, "cargoship_lock_touch_interval": 0},
+            "cargoship_lock_touch_interval: the lock's touch interval must be 1 s or more",
+        ),
+        ({"cargoship_lock_stale_after": 10, "cargoship_lock_touch_interval": 5}, None),
+        ({}, None),
+    ],
+)
+def test_the_locks_stale_window_is_checked_against_its_touch_interval(given, problem):
+    found = [
+        item[0]
+        for item in validate_input.host_problems({"cargoship_engine": "k3s", **given}, validate_input.load_phases())
+    ]
+    assert (found == []) if problem is None else (len(found) == 1 and found[0].startswith(problem)), found
+
+
+def test_the_command_stops_a_run_whose_lock_keeper_died_and_not_one_whose_keeper_ended_with_it(tmp_path):
+    import threading
+
+    from cargoship_runner import runner
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    live = subprocess.Popen(["sleep", "30"])
+    try:
+        # No keeper yet, a live one: nothing to do.
+        assert runner.keeper_died(tmp_path) is None
+        (tmp_path / "keeper.pid").write_text(str(live.pid))
+        assert runner.keeper_died(tmp_path) is None
+        # Killed under the run: it still names itself, and is gone.
+        (tmp_path / "keeper.pid").write_text(str(dead.pid))
+        assert runner.keeper_died(tmp_path) == dead.pid
+        run = threading.Thread(target=time.sleep, args=(10,), daemon=True)
+        run.start()
+        interrupted = threading.Event()
+        runner.watch_keeper(run, tmp_path, interrupted)
+        assert interrupted.is_set()
+        assert f"the lock keeper of this run (pid {dead.pid}) is gone" in (tmp_path / "keeper-stop.txt").read_text()
+    finally:
+        live.kill()
+        live.wait()

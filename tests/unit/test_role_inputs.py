@@ -20,6 +20,7 @@ AGREES = {
     "concurrency": {"str", "raw"},
     "hooks": {"dict", "raw"},
     "phase": {"str"},
+    "secret_paths": {"list"},
 }
 
 
