@@ -139,11 +139,18 @@ def lookup(document: object, path: Path) -> tuple[bool, object]:
 _MISSING = object()
 
 
+def is_endpoint(kind: str, path: Path) -> bool:
+    """A registry mirror's endpoint (mirrors.<registry>.endpoint[i]), which may carry user:password@."""
+    return kind == "registries" and len(path) == 4 and path[0] == "mirrors" and path[2] == "endpoint"
+
+
 def hide(document: object, kind: str, found: list) -> object:
-    """A copy of document whose credentials are placeholders; their values are appended to found."""
+    """A copy of document whose credentials are placeholders (an endpoint with user-info among them,
+    whole); their values are appended to found."""
 
     def visit(path: Path, value: object) -> object:
-        if not is_secret_value(value) or not is_credential(kind, path):
+        with_userinfo = is_endpoint(kind, path) and isinstance(value, str) and without_userinfo(value) != value
+        if not is_secret_value(value) or not (is_credential(kind, path) or with_userinfo):
             return value
         found.append(value)
         return f"{MASK} cargoship credential #{len(found) - 1}"
@@ -155,7 +162,8 @@ def reveal(document: object, kind: str, values: list) -> object:
     """The document hide() took apart, with its credentials back in place."""
 
     def visit(path: Path, value: object) -> object:
-        match = PLACEHOLDER.match(value) if isinstance(value, str) and is_credential(kind, path) else None
+        hidden_here = is_credential(kind, path) or is_endpoint(kind, path)
+        match = PLACEHOLDER.match(value) if isinstance(value, str) and hidden_here else None
         if not match:
             return value
         index = int(match.group(1))

@@ -371,6 +371,10 @@ def api_answers(core, node, port: int) -> tuple[str | None, bool]:
         return f"the API server of {name} at {url} does not answer ({exc.last})", False
     except Exception as exc:  # a certificate that does not verify, an address that does not resolve
         return f"the API server of {name} at {url} cannot be checked: {type(exc).__name__}: {exc}", False
+    if status in (401, 403) and not core.verifies_servers():
+        # Asked without credentials (the kubeconfig does not pin the cluster's CA): an API server that
+        # answers, and does not show its readiness to anonymous callers (anonymous access turned off).
+        return None, False
     if status != 200:
         return f"the API server of {name} at {url} is not ready ({status}: {body.strip()[:120]!r})", True
     return None, False

@@ -199,6 +199,7 @@ class KubeApi:
         retry_for: float | None = None,
         statuses: bool = True,
         server: str | None = None,
+        credentials: bool = True,
     ):
         """(status, reason, text) of the first answer that is not "not yet" (``statuses``: a transient
         status counts as "not yet"; else only a connection that fails does)."""
@@ -213,7 +214,14 @@ class KubeApi:
             wait = None
             try:
                 status, reason, text, after = self.send(
-                    method, path, query, body, content_type, timeout=max(1.0, min(timeout, remaining)), server=server
+                    method,
+                    path,
+                    query,
+                    body,
+                    content_type,
+                    timeout=max(1.0, min(timeout, remaining)),
+                    server=server,
+                    credentials=credentials,
                 )
             except Exception as exc:  # the connection's own kinds: http.client's, ssl's, urllib3's
                 if not transient_error(exc):
@@ -238,14 +246,15 @@ class KubeApi:
         content_type="",
         timeout=REQUEST_TIMEOUT,
         server: str | None = None,
+        credentials: bool = True,
         **options,
     ):
-        """One request with the client's address (or ``server``'s), TLS, proxy and credentials:
-        (status, reason, text, the Retry-After seconds or None)."""
+        """One request with the client's address (or ``server``'s), TLS, proxy and credentials (none with
+        ``credentials=False``): (status, reason, text, the Retry-After seconds or None)."""
         configuration = self.api_client.configuration
         headers = {"Accept": "application/json, */*"}
         # auth_settings() also runs the kubeconfig's token refresh (exec and auth-provider credentials).
-        for setting in configuration.auth_settings().values():
+        for setting in configuration.auth_settings().values() if credentials else ():
             if setting.get("in") == "header" and setting.get("value"):
                 headers[setting["key"]] = setting["value"]
         query = {k: v for k, v in (query or {}).items() if v is not None}
@@ -270,11 +279,25 @@ class KubeApi:
     def get(self, path: str, **query) -> Resource:
         return Resource(self.request("GET", path, query) or {})
 
+    def verifies_servers(self) -> bool:
+        """Whether a server must prove itself with a certificate of the kubeconfig's own CA, which only the
+        cluster's API servers hold."""
+        configuration = self.api_client.configuration
+        ca = getattr(configuration, "ssl_ca_cert", None) or getattr(configuration, "ca_data", None)
+        return bool(getattr(configuration, "verify_ssl", True) and ca)
+
     def get_text(self, path: str, server: str | None = None, retry_for: float = 10) -> tuple[int, str]:
         """A GET of a path that answers in text (a health check), of this API server or of ``server``
-        (``https://host:port``, same credentials): its status and text, whatever they are. Only a
-        connection that fails is tried again, for ``retry_for`` seconds: a failing check is an answer."""
-        status, _reason, text = self.answer("GET", path, timeout=10, retry_for=retry_for, statuses=False, server=server)
+        (``https://host:port``): its status and text, whatever they are. Only a connection that fails is
+        tried again, for ``retry_for`` seconds: a failing check is an answer.
+
+        Another server's address comes from a node's status, which that node's kubelet writes: the
+        credentials go there only when the server must prove itself with a certificate of the cluster's CA
+        (``verifies_servers``); otherwise the check goes without them (its answer may then be 401)."""
+        credentials = server is None or self.verifies_servers()
+        status, _reason, text = self.answer(
+            "GET", path, timeout=10, retry_for=retry_for, statuses=False, server=server, credentials=credentials
+        )
         return status, text
 
     # core/v1

@@ -495,8 +495,9 @@ def test_a_controller_is_not_stopped_while_etcd_is_unhealthy(two_controllers):
     lab, inventory = two_controllers
     drift(lab, "c1")
     before = (engine_files(lab, "c1"), lab.starts("c1"))
+    # An etcd check that fails is waited for (a leader election passes), up to the drain's timeout.
     with lab.etcd_unhealthy():
-        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "-e", "cargoship_drain_timeout=10")
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "not stopping c1: the API server's etcd check fails (500" in output

@@ -107,6 +107,9 @@ def test_a_rotated_registry_password_shows_as_changed_and_reaches_no_log_diff_re
     assert 'secretKey: "********' in file_diff(written.read_text(), "sync_controller", "c1", "cargoship-traefik.yaml")
     text_chart = file_diff(written.read_text(), "sync_controller", "c1", "cargoship-default-canary-app.yaml")
     assert 'aws_secret_access_key: "********' in text_chart and "region: eu-west-1" in text_chart, text_chart
+    # The endpoint the first run added, its user-info masked.
+    endpoints = file_diff(written.read_text(), "sync_worker", "w1", "registries.yaml")
+    assert '+      - "https://********@registry.internal.example:5000"' in endpoints, endpoints
     seen = {"first run": first.stdout + first.stderr, "first run artifacts": tree_text(artifacts_of(first))}
     seen["first report"] = written.read_text()
     assert registries_on(fleet, "w1")["configs"]["registry.internal.example:5000"]["auth"]["password"] == OLD
@@ -134,7 +137,6 @@ def test_a_rotated_registry_password_shows_as_changed_and_reaches_no_log_diff_re
     assert '-      password: "********"' in diff, diff
     assert '+      password: "******** (changed)"' in diff, diff
     assert "username: fleet-pull" in diff, "only credentials are masked"
-    assert "https://********@registry.internal.example:5000" in file_diff(plan, "sync_worker", "w1", "registries.yaml")
 
     plain = subprocess.run(
         ["ansible-playbook", "-i", str(new), "cargoship.engine.engine_config_sync", "--check", "--diff", "-vvvv"],

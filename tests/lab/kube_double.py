@@ -25,7 +25,7 @@ It can also fail as a real API server fails under load, during an etcd leader ch
 start (real-engines.md, "The API server and etcd"): ``POST /lab/faults`` with ``{"faults": [...]}`` (an
 empty list clears them; ``GET /lab/faults`` lists them with how often each was hit). A fault is
 ``{"kind": "status", "status": 429|500|502|503|504}`` (kube-apiserver's own answer for that status, see
-``FAULT_ANSWERS``: the transient ones and 403, 409 and 422; 429 with ``Retry-After``, ``retry_after`` seconds, 1 by default), ``{"kind": "reset"}``
+``FAULT_ANSWERS``: the transient ones and 401, 403, 409 and 422; 429 with ``Retry-After``, ``retry_after`` seconds, 1 by default), ``{"kind": "reset"}``
 (the connection is dropped without an answer) or ``{"kind": "slow", "delay": seconds}`` (answered late),
 for ``seconds`` from now or ``count`` requests (whichever ends first; neither: until cleared), on paths
 starting with one of ``paths`` (all by default) and ``methods`` (all by default). ``/lab/`` itself never
@@ -711,9 +711,12 @@ FAULT_ANSWERS = {
         "application/json",
         ("Timeout", "Timeout: request did not complete within requested timeout - context deadline exceeded"),
     ),
-    # And the definite answers a client must not retry, as kube-apiserver words them: RBAC's refusal
+    # And the definite answers a client must not retry, as kube-apiserver words them: an unauthenticated
+    # request where anonymous access is off (k8s.io/apiserver endpoints/filters/authentication.go, which
+    # answers apierrors.NewUnauthorized("Unauthorized")), RBAC's refusal
     # (k8s.io/apiserver endpoints/handlers/responsewriters/errors.go, "forbidden"), an update on a stale
     # object (apimachinery's NewConflict), a body the validation refuses (NewInvalid).
+    401: ("application/json", ("Unauthorized", "Unauthorized")),
     403: (
         "application/json",
         (

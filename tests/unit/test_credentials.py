@@ -152,7 +152,7 @@ def test_the_module_gets_the_desired_state_back_exactly():
 
 def test_a_placeholder_outside_a_credential_place_stays_as_it_is():
     text = "******** cargoship credential #0"
-    document = {"mirrors": {"docker.io": {"endpoint": [text]}}}
+    document = {"configs": {"r.example": {"tls": {"ca_file": text}}}, "mirrors": {"d.io": {"rewrite": {"a": text}}}}
     assert cred.reveal(document, "registries", ["secret"]) == document
 
 
@@ -263,3 +263,13 @@ def test_the_user_info_of_an_endpoint_is_masked_in_the_diff_and_a_changed_one_sa
     # Chart values alike: a URL with user-info anywhere in a text.
     shown = cred.masked({"db": {"url": "see postgres://app:pw-MARK@db:5432/app"}}, "chart_values")
     assert shown == {"db": {"url": "see postgres://********@db:5432/app"}}
+
+
+def test_an_endpoint_with_user_info_travels_out_of_the_logged_arguments_and_comes_back():
+    endpoint = "https://puller:pw-MARK@m.example:5000"
+    document = {"mirrors": {"docker.io": {"endpoint": [endpoint, "https://plain.example"]}}}
+    args = without_credentials({"engine": "k3s", "registries": document})
+    logged = json.dumps({key: value for key, value in args.items() if key != "credentials"})
+    assert "MARK" not in logged and "https://plain.example" in logged
+    assert args["credentials"] == [endpoint]
+    assert with_credentials(module_params(registries=document))["registries"] == document

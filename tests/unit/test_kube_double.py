@@ -301,4 +301,4 @@ def test_a_fault_the_double_cannot_play_is_refused_naming_what_it_can(kube):
     status, _headers, text = call(kube, "POST", "/lab/faults", {"faults": [{"kind": "flaky"}]})
     assert status == 400 and "status, reset, slow" in text
     status, _headers, text = call(kube, "POST", "/lab/faults", {"faults": [{"kind": "status", "status": 418}]})
-    assert status == 400 and "[403, 409, 422, 429, 500, 502, 503, 504]" in text
+    assert status == 400 and "[401, 403, 409, 422, 429, 500, 502, 503, 504]" in text

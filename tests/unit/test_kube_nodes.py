@@ -297,3 +297,32 @@ def test_a_member_of_two_is_not_stopped_unless_the_outage_is_accepted(kube):
     kube.node("c3", labels={nodes.CONTROL_PLANE: "true", nodes.ETCD_ROLE: "true"}, voter=True)
     kube.node("c4", labels={nodes.CONTROL_PLANE: "true"})
     assert nodes.check_safe_to_stop(kube.product, Module(**safe))["changed"] is False
+
+
+def test_another_servers_health_check_gets_credentials_only_where_its_certificate_must_be_the_clusters(kube):
+    """The address of another controller's API server comes from its node's status, which that node's
+    kubelet writes: the token must not go to whatever address a node reports."""
+    from kube_api import ProductApi, product_client
+
+    for name in ("c1", "c2"):
+        kube.node(name, labels={nodes.CONTROL_PLANE: "true"})
+    unverified = ProductApi(product_client({**kube.access, "ca_cert": None, "validate_certs": False}))
+    sent = {}
+    for api, pinned in ((kube.product, True), (unverified, False)):
+        pool = api.api_client.rest_client.pool_manager
+        original = pool.request
+
+        def spy(method, url, headers=None, _original=original, _pinned=pinned, **rest):
+            if url.endswith("/readyz"):
+                sent[_pinned] = dict(headers or {})
+            return _original(method, url, headers=headers, **rest)
+
+        pool.request = spy
+        assert nodes.check_safe_to_stop(api, Module(name="c1", api_port=kube.port, timeout=5))["changed"] is False
+    assert sent[True].get("authorization", "").startswith("Bearer ")
+    assert "authorization" not in {key.lower() for key in sent[False]}
+    # Asked without credentials, a server that answers 401 (anonymous access off) answers all the same.
+    kube.product.request(
+        "POST", "/lab/faults", body={"faults": [{"kind": "status", "status": 401, "paths": ["/readyz"], "count": 5}]}
+    )
+    assert nodes.check_safe_to_stop(unverified, Module(name="c1", api_port=kube.port, timeout=5))["changed"] is False
