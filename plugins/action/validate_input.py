@@ -67,11 +67,23 @@ NEAR_MISS = 0.88
 BOOLEAN_WORDS = {"true", "false", "yes", "no", "on", "off", "1", "0", "y", "n", "t", "f"}
 
 
+def whole_number(value: object) -> int | None:
+    """A whole number of seconds, 0 or more, as the inventory gives it or as -e name=10 does (text, which
+    Ansible turns into a number for the module it reaches), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit() and value.strip().isascii():
+        return int(value.strip())
+    return None
+
+
 def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> list[str]:
     # -e name=false gives the string "false": accept Ansible's boolean spellings, as its modules do.
     if kind == "bool" and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
         return [f"{name}: expected true or false, got {value!r}"]
-    if kind == "int" and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+    if kind == "int" and whole_number(value) is None:
         return [f"{name}: expected a whole number of seconds, got {value!r}"]
     if kind == "str" and not isinstance(value, str):
         return [f"{name}: expected a string, got {kind_name(value)}"]
@@ -162,10 +174,10 @@ def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]
 
 def lock_window_problems(variables) -> list[tuple[str, str | None]]:
     """The lock's stale window against its touch interval (each of them a whole number, or checked above)."""
-    stale = variables.get("cargoship_lock_stale_after", 60)
-    interval = variables.get("cargoship_lock_touch_interval", 30)
-    if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in (stale, interval)):
-        return []
+    stale = whole_number(variables.get("cargoship_lock_stale_after", 60))
+    interval = whole_number(variables.get("cargoship_lock_touch_interval", 30))
+    if stale is None or interval is None:
+        return []  # named above
     problem = window_problem(stale, interval)
     if problem is None:
         return []

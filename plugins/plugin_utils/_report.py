@@ -13,13 +13,13 @@ import json
 import os
 import re
 
+from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import CLUSTER_READY
 from ansible_collections.cargoship.engine.plugins.plugin_utils._node_progress import NodeProgress
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases, plan
 
 # The report's format: raised when a field is removed or changes meaning (docs/report.schema.json).
 SCHEMA_VERSION = 1
 HOOKS = "hooks"  # what the callback passes for a task of the hooks role outside any phase role
-CLUSTER_READY = "cluster_ready"
 
 
 def collection_version() -> str:

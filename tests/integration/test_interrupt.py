@@ -101,20 +101,25 @@ def test_ctrl_c_while_the_engine_is_stopped_for_the_write_restores_it(fleet):
     loaded_before = fleet.loaded("c1")["files"]
     starts_before = fleet.starts("c1")
 
-    def engine_stopped() -> bool:
-        # Watched on the host itself, every 50 ms: the interrupt lands right after the stop, while the
-        # next task (the write, a rename of the staged files) runs, before the start.
+    def engine_stopping() -> bool:
+        # Watched on the host itself, every 50 ms. The stop takes 3 s here (the lab's stop-delay): the
+        # interrupt lands while the engine goes down, so the run ends before its write and its start,
+        # which would otherwise follow the stop within a second, sooner than an interrupt is sure to land.
         return (
             fleet.sh(
                 "c1",
-                'for i in $(seq 1200); do [ "$(systemctl is-active k3s)" = inactive ] && exit 0; sleep 0.05; done; exit 1',
+                'for i in $(seq 1200); do [ "$(systemctl is-active k3s)" = deactivating ] && exit 0; sleep 0.05; done; exit 1',
                 check=False,
                 timeout=90,
             ).returncode
             == 0
         )
 
-    code, output = interrupt_when(fleet, engine_stopped, "c1's engine to be stopped for the write")
+    fleet.sh("c1", "echo 3 > /etc/cargoship-lab/stop-delay")
+    try:
+        code, output = interrupt_when(fleet, engine_stopping, "c1's engine to be stopping for the write")
+    finally:
+        fleet.sh("c1", "rm -f /etc/cargoship-lab/stop-delay")
     assert code == 130, output
     assert "c1: Previous configuration" in output and "engine running and node Ready" in output
     assert_as_before(fleet, before)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -87,3 +88,18 @@ def test_without_any_setting_ansibles_default_path_is_kept(tmp_path, monkeypatch
         str(tmp_path / ".ansible" / "collections"),
         "/usr/share/ansible/collections",
     ]
+
+
+def test_the_kubernetes_action_group_holds_exactly_the_modules_with_the_api_connection_options():
+    import yaml
+
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC
+
+    root = Path(__file__).resolve().parents[2]
+    group = yaml.safe_load((root / "meta" / "runtime.yml").read_text())["action_groups"]["kubernetes"]
+    with_api = sorted(
+        path.stem
+        for path in (root / "plugins" / "modules").glob("*.py")
+        if "**ARGUMENT_SPEC" in path.read_text() and "_kube_access import" in path.read_text()
+    )
+    assert sorted(group) == with_api and "kubeconfig" in ARGUMENT_SPEC

@@ -560,3 +560,23 @@ def test_the_command_stops_a_run_whose_lock_keeper_died_and_not_one_whose_keeper
     finally:
         live.kill()
         live.wait()
+
+
+def test_a_whole_number_given_with_e_as_text_is_accepted_and_anything_else_named():
+    phases = validate_input.load_phases()
+    given = {
+        "cargoship_engine": "k3s",
+        "cargoship_drain_timeout": "10",
+        "cargoship_lock_stale_after": "8",
+        "cargoship_lock_touch_interval": "4",
+    }
+    assert validate_input.host_problems(given, phases) == []
+    wrong = {"cargoship_engine": "k3s", "cargoship_drain_timeout": "10s", "cargoship_ready_timeout": -1}
+    assert sorted(item[0] for item in validate_input.host_problems(wrong, phases)) == [
+        "cargoship_drain_timeout: expected a whole number of seconds, got '10s'",
+        "cargoship_ready_timeout: expected a whole number of seconds, got -1",
+    ]
+    short = {"cargoship_engine": "k3s", "cargoship_lock_stale_after": "5", "cargoship_lock_touch_interval": "4"}
+    assert next(item[0] for item in validate_input.host_problems(short, phases)).startswith(
+        "cargoship_lock_stale_after:"
+    )

@@ -252,9 +252,10 @@ def log(level: str, msg: str) -> None:
     sys.stderr.flush()
 
 
-def start_delay() -> float:
+def lab_delay(name: str) -> float:
+    """Seconds a test asks a start (``start-delay``) or a stop (``stop-delay``) to take, in LAB_DIR."""
     try:
-        with open(os.path.join(LAB_DIR, "start-delay"), encoding="utf-8") as handle:
+        with open(os.path.join(LAB_DIR, name), encoding="utf-8") as handle:
             return float(handle.read().strip() or 0)
     except (FileNotFoundError, ValueError):
         return 0.0
@@ -762,7 +763,7 @@ class Engine:
                 time.sleep(REGISTRIES_RETRY_SECONDS)
 
     def run(self) -> int:
-        delay = start_delay()
+        delay = lab_delay("start-delay")
         if delay:
             # A test can make start-up take a while, to act while a restart is in progress.
             log("info", f"start-up delayed {delay}s by {LAB_DIR}/start-delay")
@@ -796,6 +797,12 @@ class Engine:
         while not self.stopping.wait(3600):
             pass
         sd_notify("STOPPING=1")
+        delay = lab_delay("stop-delay")
+        if delay:
+            # A test can make the shutdown take a while (the unit is "deactivating"), to act while a stop
+            # is in progress. A lab knob, not a behaviour of the real engines.
+            log("info", f"shutdown delayed {delay}s by {LAB_DIR}/stop-delay")
+            time.sleep(delay)
         with open(os.path.join(self.state_dir, "stops.log"), "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"stopped_at": time.time()}) + "\n")
         # Nothing is posted to the API on the way down: the node stays Ready until the grace period ends.
