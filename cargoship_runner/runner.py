@@ -223,6 +223,12 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     # Ctrl-C, and how CI systems and terminals cancel a job (SIGTERM, SIGHUP), all stop the run the same
     # way: the command then puts back the nodes it had started on and releases its locks.
     previous = {sig: signal.signal(sig, lambda *_: interrupted.set()) for sig in STOP_SIGNALS}
+    # ansible-runner looks at cancel_callback between waits for output of this length (5 s by default):
+    # Ctrl-C would take up to 5 s to stop the run, long enough for a node to move on. Given as a file:
+    # with suppress_env_files, ansible-runner drops the settings it is given when env/settings is absent.
+    settings = {"pexpect_timeout": 0.25}
+    (private / "env").mkdir(mode=0o700)
+    private_file(private / "env" / "settings", json.dumps(settings))
     handler = GuardedHandler(on_event, started=lambda: extra_vars_file.unlink(missing_ok=True))
     try:
         thread, runner = ansible_runner.run_async(
@@ -243,9 +249,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             quiet=True,
             event_handler=handler,
             cancel_callback=lambda: interrupted.is_set() or handler.failed,
-            # ansible-runner looks at cancel_callback between waits for output of this length (5 s by
-            # default): Ctrl-C would take up to 5 s to stop the run, long enough for a node to move on.
-            settings={"pexpect_timeout": 0.25},
+            settings=settings,
             # Facts stay in memory (Ansible's default, or the cache the user's ansible.cfg names), not in
             # ansible-runner's file cache, which every task of every host looked up on disk.
             fact_cache_type="memory",

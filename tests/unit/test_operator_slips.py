@@ -465,14 +465,27 @@ def test_kept_artifacts_hold_no_environment_extra_vars_or_passwords_and_the_vars
         user_vars={"cargoship_phase": "no_such_phase", "cargoship_api_context": "ctx-EXTRAMARK"},
         passwords={"become": "become-PASSMARK"},
     )
+    from cargoship_runner import runner
+
+    seen = []
+    dump = runner.drop_command_dump
+
+    def watched(status, runner_config):
+        seen.append(runner_config.pexpect_timeout)
+        dump(status, runner_config)
+
+    monkeypatch.setattr(runner, "drop_command_dump", watched)
     outcome = run_playbook(options)
     try:
+        # Its own settings still reach ansible-runner without env files: Ctrl-C is looked at every 0.25 s.
+        assert seen and set(seen) == {0.25}
         assert outcome.rc != 0 and outcome.artifacts is not None
         kept = {p: p.read_text(errors="replace") for p in outcome.artifacts.rglob("*") if p.is_file()}
         assert any("unknown phase 'no_such_phase'" in text for text in kept.values()), "the extra vars were read"
         leaks = {str(p): m for p, text in kept.items() for m in ("ENVMARK", "EXTRAMARK", "PASSMARK") if m in text}
         assert leaks == {}
-        assert not list(outcome.artifacts.glob("artifacts/*/command")) and not list(outcome.artifacts.glob("env/*"))
+        assert not list(outcome.artifacts.glob("artifacts/*/command"))
+        assert [p.name for p in outcome.artifacts.glob("env/*")] == ["settings"], "only the runner's own settings"
         assert not (outcome.artifacts / "extra-vars.json").exists()
     finally:
         subprocess.run(["rm", "-rf", str(outcome.artifacts)], check=False)
