@@ -124,7 +124,7 @@ def test_ctrl_c_while_the_engine_is_stopped_for_the_write_restores_it(fleet):
     assert "c1: Previous configuration" in output and "engine running and node Ready" in output
     assert_as_before(fleet, before)
     # The engine was started once since, by the recovery, on the previous files: the interrupt came
-    # between the stop and the start, never letting the engine run on the new files.
+    # while it stopped, never letting the engine run on the new files.
     assert fleet.starts("c1") == starts_before + 1
     assert fleet.loaded("c1")["files"] == loaded_before
 
