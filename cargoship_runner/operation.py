@@ -252,7 +252,7 @@ def write_report(report: dict, destination: Path) -> None:
         if target.is_symlink():
             # Checked before the run; one planted since is neither followed nor replaced.
             Path(tmp).unlink()
-            errors.print(f"did not write the report to {destination}: it became a symbolic link during the run")
+            errors.print(f"did not write the report to {destination}: it became a symbolic link during the run", markup=False)
             return
         os.replace(tmp, target)
     except OSError as exc:
