@@ -25,26 +25,25 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     validate,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError, mover_of
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 
-def fail(module, error: FileError) -> None:
-    module.fail_json(msg=error.msg, **({"path": error.path} if error.path else {}))
+def file_failure(error: FileError) -> Failed:
+    return Failed(error.msg, **({"path": error.path} if error.path else {}))
 
 
 def read_current(module, path: str) -> str | None:
     try:
         return EngineFiles.read(path)
     except FileError as error:
-        fail(module, error)
-    return None
+        raise file_failure(error) from error
 
 
 def paths_of(module) -> dict:
     try:
         return engine_paths(module.params["engine"], module.params["layout"])
     except InputError as exc:
-        module.fail_json(msg=str(exc))
-    return {}
+        raise Failed(str(exc)) from exc
 
 
 def files_of(module) -> EngineFiles:
@@ -54,33 +53,31 @@ def files_of(module) -> EngineFiles:
     root = params["backup_root"]
     manifests = paths_of(module)["manifests"]
     if os.path.realpath(root).startswith(os.path.realpath(manifests)):
-        module.fail_json(
-            msg=f"backup_root {root} is inside the manifests directory, where the engine would apply backups"
-        )
+        raise Failed(f"backup_root {root} is inside the manifests directory, where the engine would apply backups")
     if not params["backup_id"] or "/" in params["backup_id"] or params["backup_id"] in (".", ".."):
-        module.fail_json(msg="backup_id must be a plain name")
+        raise Failed("backup_id must be a plain name")
     return EngineFiles(
         os.path.join(root, params["backup_id"]), params["backup_id"], module.check_mode, move=mover_of(module)
     )
 
 
-def restore(module) -> None:
+def restore(module) -> dict:
     try:
         result = files_of(module).restore()
     except FileError as error:
-        fail(module, error)
+        raise file_failure(error) from error
     if result["backup_found"] and not module.check_mode:
         result["node_state"] = "restored"
-    module.exit_json(**result)
+    return result
 
 
-def clean(module) -> None:
+def clean(module) -> dict:
     """Remove the temporary files a write leaves only when interrupted between create and rename."""
     paths = paths_of(module)
     # Its own directories, whole; the registries file's directory (the engine's, maybe /etc) at its top only.
     backend = EngineFiles("", "", module.check_mode)
     changes = backend.clean(list(paths["allowed_roots"]), [os.path.dirname(p) for p in paths["allowed_files"]])
-    module.exit_json(changed=bool(changes), changes=changes, restart_required=False)
+    return dict(changed=bool(changes), changes=changes, restart_required=False)
 
 
 def written_by_cargoship(module, item: dict) -> bool:
@@ -269,13 +266,13 @@ MODULE_KWARGS = {
 }
 
 
-def run(module) -> None:
-    """The module's work; ends with module.exit_json or module.fail_json."""
+def run(module) -> dict:
+    """The module's work: its result, or Failed."""
     params = module.params
     if params["state"] == "cleaned":
-        clean(module)
+        return clean(module)
     if params["state"] == "restored":
-        restore(module)
+        return restore(module)
     try:
         state = with_credentials(params)
         # Called without its action plugin, the module would have credentials in its arguments: hide
@@ -290,7 +287,7 @@ def run(module) -> None:
         dropin = current_dropin(module, paths_of(module)["config_dropin"]) if params["node_role"] == "server" else None
         files = render(state, params["node_role"], params["with_charts"], params["layout"], dropin)
     except (InputError, ValueError) as exc:
-        module.fail_json(msg=str(exc))
+        raise Failed(str(exc)) from exc
     removed, kept = no_longer_wanted(module, state, files)
     files += removed
     if params["only_kinds"]:
@@ -344,7 +341,7 @@ def run(module) -> None:
         result["diff"] = diffs
     if changes and not module.check_mode:
         if not params["backup_id"]:
-            module.fail_json(msg="backup_id is required to write files (the previous versions are kept under it)")
+            raise Failed("backup_id is required to write files (the previous versions are kept under it)")
         backend = backend or files_of(module)
         result["backup_dir"] = backend.backup_dir
         try:
@@ -353,9 +350,9 @@ def run(module) -> None:
             else:
                 backend.write(drifted)
         except FileError as error:
-            fail(module, error)
+            raise file_failure(error) from error
     if params["state"] == "present" and params["backup_id"] and not module.check_mode:
         backend.remove_staged([item["path"] for item in files])
     if params["state"] == "present" and not module.check_mode:
         result["node_state"] = "written"
-    module.exit_json(**result)
+    return result

@@ -11,6 +11,7 @@ import re
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_settings
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import service_name
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import services as engine_services
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import show_units, unit_state
 
 # A node name is a DNS-1123 subdomain (the API refuses anything else).
@@ -41,8 +42,8 @@ MODULE_KWARGS = {
 }
 
 
-def run(module) -> None:
-    """The module's work; ends with module.exit_json or module.fail_json."""
+def run(module) -> dict:
+    """The module's work: its result, or Failed."""
     engine = module.params["engine"]
     binary = module.get_bin_path(engine, opt_dirs=["/usr/local/bin", "/opt/rke2/bin"])
     version = None
@@ -50,7 +51,7 @@ def run(module) -> None:
         rc, out, err = module.run_command([binary, "--version"])
         match = VERSION.match(out.strip())
         if rc != 0 or not match:
-            module.fail_json(msg=f"{binary} --version gave no version (rc={rc}): {(out or err).strip()[:200]}")
+            raise Failed(f"{binary} --version gave no version (rc={rc}): {(out or err).strip()[:200]}")
         version = match.group(1)
     role = module.params["node_role"]
     service = service_name(engine, role) if role else None
@@ -82,24 +83,24 @@ def run(module) -> None:
         settings = _engine_settings.resolve(engine, argv, env, _engine_settings.hostname())
         result["settings"] = settings
         if settings["config_problems"]:
-            module.fail_json(
-                msg="cannot read the engine's configuration, where its node name and paths come from: "
+            raise Failed(
+                "cannot read the engine's configuration, where its node name and paths come from: "
                 + "; ".join(settings["config_problems"]),
                 **result,
             )
         if settings["with_node_id"] is True:
-            module.fail_json(
-                msg=f"{service} runs with with-node-id ({settings['with_node_id_from']}): the engine adds a generated "
+            raise Failed(
+                f"{service} runs with with-node-id ({settings['with_node_id_from']}): the engine adds a generated "
                 "suffix to the node name, which cargoship cannot tell from the host; set node-name instead",
                 **result,
             )
         if not isinstance(settings["node_name"], str) or not NODE_NAME.match(settings["node_name"]):
-            module.fail_json(
-                msg=f"node name {settings['node_name']!r} ({settings['node_name_from']}) is not a valid node name",
+            raise Failed(
+                f"node name {settings['node_name']!r} ({settings['node_name_from']}) is not a valid node name",
                 **result,
             )
     if module.params["require_installed"] and binary is None:
-        module.fail_json(msg=f"no {engine} installed; engine-config-sync only configures an installed engine", **result)
+        raise Failed(f"no {engine} installed; engine-config-sync only configures an installed engine", **result)
     if module.params["forbid_downgrade"] and plan == "downgrade":
-        module.fail_json(msg=f"runs {version}, newer than the desired {desired}: refusing to downgrade", **result)
-    module.exit_json(**result)
+        raise Failed(f"runs {version}, newer than the desired {desired}: refusing to downgrade", **result)
+    return result

@@ -12,6 +12,7 @@ import socket
 import time
 
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import SUPPORTED_OS
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 GO_ARCH = {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "s390x": "s390x", "ppc64le": "ppc64le"}
 
@@ -93,8 +94,8 @@ MODULE_KWARGS = {
 }
 
 
-def run(module) -> None:
-    """The module's work; ends with module.exit_json or module.fail_json."""
+def run(module) -> dict:
+    """The module's work: its result, or Failed."""
     result: dict = {"changed": False}
     gather = set(module.params["gather"])
     if "os" in gather:
@@ -102,7 +103,7 @@ def run(module) -> None:
         supported = module.params["supported_os"]
         if supported and result["os"]["id"] not in supported:
             name = result["os"]["pretty_name"] or result["os"]["id"]
-            module.fail_json(msg=f"{name} is not supported; supported: {', '.join(supported)}", **result)
+            raise Failed(f"{name} is not supported; supported: {', '.join(supported)}", **result)
     if "network" in gather:
         result["network"] = network()
     if "clock" in gather:
@@ -111,4 +112,4 @@ def run(module) -> None:
         result["clock"] = {"epoch": now, "skew": now - reference if reference is not None else None}
     if "firewall" in gather:
         result["firewall"] = firewall(module)
-    module.exit_json(**result)
+    return result

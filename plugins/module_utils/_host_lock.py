@@ -12,6 +12,7 @@ import tempfile
 import time
 
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 
 def read_lock(path: str) -> tuple[dict | None, float | None]:
@@ -102,13 +103,13 @@ MODULE_KWARGS = {
 }
 
 
-def run(module) -> None:
-    """The module's work; ends with module.exit_json or module.fail_json."""
+def run(module) -> dict:
+    """The module's work: its result, or Failed."""
     p = module.params
     if p["state"] == "acquired":
         problem = window_problem(p["stale_after"], p["touch_interval"])
         if problem:
-            module.fail_json(msg=problem)
+            raise Failed(problem)
     lock, age = read_lock(p["path"])
     ours = lock is not None and lock.get("run_id") == p["run_id"]
     # Judged by the holder's own window: a taker with a shorter one must not break a live run's lock.
@@ -118,15 +119,15 @@ def run(module) -> None:
 
     if p["state"] == "acquired":
         if ours:
-            module.exit_json(**result, took_over=False, changes=[])
+            return dict(**result, took_over=False, changes=[])
         if lock is not None and not stale and module.check_mode:
             # An assessment: report what a real run would run into, without failing the dry run.
-            module.exit_json(
+            return dict(
                 **result, held=True, changes=[f"would fail: locked by {describe(lock)}, touched {age:.0f}s ago"]
             )
         if lock is not None and not stale:
-            module.fail_json(
-                msg=f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {window}s untouched "
+            raise Failed(
+                f"locked by {describe(lock)}, touched {age:.0f}s ago; it goes stale after {window}s untouched "
                 "(or break it with `cargoship unlock`)",
                 held=True,
                 locked_by=describe(lock),
@@ -135,7 +136,7 @@ def run(module) -> None:
         result.update(changed=True, took_over=lock is not None)
         result["changes"] = ["take the lock" + (f" (over a stale one of {describe(lock)})" if lock is not None else "")]
         if module.check_mode:
-            module.exit_json(**result)
+            return result
         content = {
             "run_id": p["run_id"],
             "holder": p["holder"],
@@ -155,8 +156,8 @@ def run(module) -> None:
                     # Another run took over between our look and our move: give its lock back.
                     os.link(aside, p["path"])
                     os.unlink(aside)
-                    module.fail_json(
-                        msg=f"locked by {describe(moved or {})}, which took it a moment ago",
+                    raise Failed(
+                        f"locked by {describe(moved or {})}, which took it a moment ago",
                         held=True,
                         locked_by=describe(moved or {}),
                         **result,
@@ -164,29 +165,29 @@ def run(module) -> None:
                 os.unlink(aside)
         if not write_new(p["path"], content):
             winner, _age = read_lock(p["path"])
-            module.fail_json(
-                msg=f"locked by {describe(winner or {})}, which took it a moment ago",
+            raise Failed(
+                f"locked by {describe(winner or {})}, which took it a moment ago",
                 held=True,
                 locked_by=describe(winner or {}),
                 **result,
             )
-        module.exit_json(**result)
+        return result
 
     if p["state"] == "touched":
         if not ours:
-            module.fail_json(msg=not_held(lock), **result)
+            raise Failed(not_held(lock), **result)
         if not module.check_mode:
             os.utime(p["path"])
-        module.exit_json(**result)
+        return result
 
     # released
     if lock is None:
-        module.exit_json(**result)
+        return result
     if not ours and not p["force"] and p["others"] == "keep":
-        module.exit_json(msg=f"left the lock of {describe(lock)} alone", **result)
+        return dict(msg=f"left the lock of {describe(lock)} alone", **result)
     if not ours and not p["force"]:
-        module.fail_json(msg=f"not releasing a lock held by {describe(lock)}; use force to break it", **result)
+        raise Failed(f"not releasing a lock held by {describe(lock)}; use force to break it", **result)
     result["changed"] = True
     if not module.check_mode:
         os.unlink(p["path"])
-    module.exit_json(**result)
+    return result

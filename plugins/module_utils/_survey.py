@@ -18,6 +18,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils import (
     _host_info,
     _host_lock,
 )
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 READERS = {
     "host_info": _host_info,
@@ -25,14 +26,6 @@ READERS = {
     "engine_info": _engine_info,
     "engine_config": _engine_config,
 }
-
-
-class Ended(BaseException):
-    """How a call ends (exit_json and fail_json end a module, never returning); BaseException as SystemExit."""
-
-    def __init__(self, result: dict):
-        super().__init__()
-        self.result = result
 
 
 class Call:
@@ -58,12 +51,6 @@ class Call:
     def warn(self, warning: str) -> None:
         self.warnings.append(warning)
 
-    def exit_json(self, **result) -> None:
-        raise Ended(result)
-
-    def fail_json(self, msg: str, **result) -> None:
-        raise Ended({**result, "failed": True, "msg": msg})
-
 
 def answer(survey, name: str, args: dict) -> dict:
     """The result module ``name`` gives for ``args`` in check mode, run on this host by ``survey``."""
@@ -77,11 +64,9 @@ def answer(survey, name: str, args: dict) -> dict:
         return {"failed": True, "msg": f"{name}: " + "; ".join(validated.error_messages)}
     call = Call(survey, validated.validated_parameters)
     try:
-        reader.run(call)
-    except Ended as ended:
-        result = ended.result
-    else:
-        result = {"failed": True, "msg": f"{name} ended without a result"}
+        result = dict(reader.run(call))
+    except Failed as failure:
+        result = failure.as_result()
     if call.warnings:
         result["warnings"] = call.warnings
     return result

@@ -92,10 +92,11 @@ services:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_info import MODULE_KWARGS, run
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import finish
 
 
 def main() -> None:
-    run(AnsibleModule(**MODULE_KWARGS))
+    finish(AnsibleModule(**MODULE_KWARGS), run)
 
 
 if __name__ == "__main__":
