@@ -15,6 +15,7 @@ import click
 import yaml
 
 from cargoship_runner import __version__
+from cargoship_runner.collection import phases
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_USAGE, ending
 from cargoship_runner.output import console, errors
 from cargoship_runner.preflight import malformed_yaml
@@ -193,9 +194,10 @@ def stand_in_report(title: str, dry_run: bool, outcome) -> dict:
 
 
 def locks_released(report: dict | None) -> bool:
-    """Whether the run's own lock release ran (the phase that releases what the lock phase took)."""
+    """Whether the run's own lock release ran (the phase declared to release what the locking phase took)."""
+    releasing = {p["name"] for p in phases() if p.get("run_lock") == "releases"}
     return any(
-        p["name"] == "unlock" and p["status"] in ("ran", "nothing to do") for p in (report or {}).get("phases", [])
+        p["name"] in releasing and p["status"] in ("ran", "nothing to do") for p in (report or {}).get("phases", [])
     )
 
 

@@ -17,6 +17,7 @@ class Progress:
         self.locking = False  # whether the run reached its lock phase (else it holds no lock to release)
         declared = phases()
         self.phase_names = {p["name"] for p in declared}
+        self.locking_phases = {p["name"] for p in declared if p.get("run_lock") == "takes"}
         # A line per node where nodes go one by one (the phases declared per_node); a line per phase
         # elsewhere, so that a fleet of hundreds does not print a line per host and phase.
         self.per_node = {p["name"] for p in declared if p.get("per_node")}
@@ -36,7 +37,7 @@ class Progress:
         role = (data.get("role") or "").rsplit(".", 1)[-1]
         if kind == "runner_on_ok":
             self.nodes.feed(host, result)
-        if kind == "runner_on_start" and role == "lock":
+        if kind == "runner_on_start" and role in self.locking_phases:
             self.locking = True
         if self.verbose:
             if event.get("stdout"):

@@ -72,6 +72,11 @@ def answer(survey, name: str, args: dict) -> dict:
     return result
 
 
+def tagged(call: dict) -> dict:
+    """The phase a call is the read of, where it says (the reads the phases declare)."""
+    return {"phase": call["phase"]} if call.get("phase") else {}
+
+
 def run_calls(survey, calls: list, credentials: list) -> list:
     """Every call answered in order. An engine_config call without a layout takes the engine's settings
     from the engine_info answer before it (as the phases pass engine_info's settings as the layout)."""
@@ -81,7 +86,8 @@ def run_calls(survey, calls: list, credentials: list) -> list:
         name, args = call["module"], dict(call.get("args") or {})
         if name == "engine_config" and "layout" not in args:
             if settings is None:
-                answers.append({"module": name, "args": args, "result": {"skipped": True, "msg": "no engine settings"}})
+                skipped = {"skipped": True, "msg": "no engine settings"}
+                answers.append({**tagged(call), "module": name, "args": args, "result": skipped})
                 continue
             args["layout"] = settings
         given = dict(args)
@@ -90,5 +96,5 @@ def run_calls(survey, calls: list, credentials: list) -> list:
         result = answer(survey, name, args)
         if name == "engine_info" and not result.get("failed") and "settings" in result:
             settings = result["settings"]
-        answers.append({"module": name, "args": given, "result": result})
+        answers.append({**tagged(call), "module": name, "args": given, "result": result})
     return answers

@@ -31,12 +31,22 @@ options:
   calls:
     description:
       - The calls to answer, in order. Each has C(module) (one of V(host_info), V(host_lock),
-        V(engine_info), V(engine_config)) and C(args), the arguments the later task will give.
+        V(engine_info), V(engine_config)), C(args), the arguments the later task will give, and
+        optionally C(phase), the phase whose read it is.
       - An engine_config call without C(layout) takes the C(settings) of the engine_info call before it,
         as the phases pass them.
+      - Without it, the calls are the reads that the phases of the run declare (C(read) in each phase's
+        C(vars/main.yml)), rendered for the host on the control host exactly as each phase renders its
+        own (M(cargoship.engine.phase_read)): in check mode every planned phase's read, in a real run only
+        the reads declared to hold there.
     type: list
     elements: dict
-    required: true
+  selected:
+    description:
+      - Without O(calls), the phase run alone (C(cargoship_phase)): only the reads of the phases it runs
+        are asked. Empty asks those of every phase.
+    type: str
+    default: ""
   credentials:
     description: Set by the action plugin, one list per call; never set it yourself.
     type: list
@@ -55,6 +65,12 @@ EXAMPLES = r"""
   become: true
   register: survey
 
+- name: Survey each host for the reads the run's phases declare
+  cargoship.engine.host_survey:
+    selected: "{{ cargoship_phase | default('') }}"
+  become: true
+  register: connect_survey
+
 - name: Answered from the survey, on the control host
   cargoship.engine.engine_info:
     engine: k3s
@@ -64,7 +80,9 @@ EXAMPLES = r"""
 
 RETURN = r"""
 answers:
-  description: One per call, in order; C(module), C(args) (as given, without credentials) and C(result).
+  description:
+    - One per call, in order; C(module), C(args) (as given, without credentials), C(result), and C(phase)
+      for the read of a phase.
   returned: always
   type: list
   elements: dict
@@ -82,17 +100,19 @@ from ansible_collections.cargoship.engine.plugins.module_utils._survey import RE
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "calls": {"type": "list", "elements": "dict", "required": True},
+            "calls": {"type": "list", "elements": "dict"},
+            "selected": {"type": "str", "default": ""},
             "credentials": {"type": "list", "elements": "raw", "no_log": True, "default": []},
         },
         supports_check_mode=True,
     )
-    for call in module.params["calls"]:
+    calls = module.params["calls"] or []
+    for call in calls:
         if call.get("module") not in READERS:
             module.fail_json(
                 msg=f"host_survey answers calls of {', '.join(sorted(READERS))}, not {call.get('module')!r}"
             )
-    answers = run_calls(module, module.params["calls"], module.params["credentials"])
+    answers = run_calls(module, calls, module.params["credentials"])
     module.exit_json(changed=False, answers=answers, diff_mode=bool(module._diff))
 
 

@@ -61,8 +61,19 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
                 "per_node": bool(declaration.get("per_node", False)),
                 "runs_after_failure": bool(declaration.get("runs_after_failure", False)),
                 "has_assessment": os.path.exists(os.path.join(role_dir, "tasks", "assess.yml")),
+                "read": declaration.get("read"),
+                # takes (the phase that locks the hosts) or releases (the one that unlocks them); else empty.
+                "run_lock": declaration.get("run_lock", ""),
             }
         )
+        if declaration.get("run_lock", "") not in ("", "takes", "releases"):
+            raise ValueError(f"{path}: run_lock must be takes or releases, not {declaration['run_lock']!r}")
+        if declaration.get("read") is not None:
+            from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import problems
+
+            found = problems(name, declaration["read"])
+            if found:
+                raise ValueError(f"{path}: " + "; ".join(found))
     phases.sort(key=lambda p: (p["operation"], p["order"]))
     return tuple(phases)
 

@@ -67,6 +67,14 @@ def nothing_to_clean(module: str, args: dict) -> bool:
     return module == "engine_config" and args.get("state") == "cleaned"
 
 
+def answer_or_ask(action: ActionBase, module: str, args: dict, survey: object, task_vars: dict) -> dict:
+    """The survey's answer to the call, else the module's on the host (``args`` as the module gets them)."""
+    found = answer_from(survey, module, args, bool(action._play_context.check_mode), bool(action._task.diff))
+    if found is None:
+        found = action._execute_module(module_name=f"cargoship.engine.{module}", module_args=args, task_vars=task_vars)
+    return found
+
+
 class SurveyAnsweredAction(ActionBase):
     """The action plugin of a module host_survey can answer for: the survey's answer, else the module."""
 
@@ -82,10 +90,5 @@ class SurveyAnsweredAction(ActionBase):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
         survey = args.pop("survey", None)
-        args = self.module_args(args)
-        found = answer_from(survey, self.MODULE, args, bool(self._play_context.check_mode), bool(self._task.diff))
-        if found is None:
-            found = self._execute_module(
-                module_name=f"cargoship.engine.{self.MODULE}", module_args=args, task_vars=task_vars
-            )
+        found = answer_or_ask(self, self.MODULE, self.module_args(args), survey, task_vars)
         return merge_hash(result, found)

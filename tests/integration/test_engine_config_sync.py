@@ -112,8 +112,8 @@ def test_check_mode_report_of_ansible_playbook_equals_the_cli_report(fleet, tmp_
     assert "sync_controller  reported, not run          would run" in playbook.stdout
 
 
-# Modules whose read-only calls host_survey answers, and actions that never leave the control host.
-SURVEYED = {f"cargoship.engine.{m}" for m in ("host_info", "host_lock", "engine_info", "engine_config")}
+# Modules whose read-only calls host_survey answers, and the phases' declared reads (phase_read).
+SURVEYED = {f"cargoship.engine.{m}" for m in ("host_info", "host_lock", "engine_info", "engine_config", "phase_read")}
 
 
 def test_a_dry_run_goes_to_each_host_once_and_the_phases_take_their_answers_from_that_round(fleet):
@@ -130,7 +130,7 @@ def test_a_dry_run_goes_to_each_host_once_and_the_phases_take_their_answers_from
         delegated = (result.get("_ansible_delegated_vars") or {}).get("ansible_host")
         if action == "cargoship.engine.host_survey" or (action in SURVEYED and delegated is None):
             if result.get("answered_by") == "host_survey":
-                answered.setdefault(data["host"], []).append(action)
+                answered.setdefault(data["host"], []).append((data.get("role") or "").rsplit(".", 1)[-1])
             else:
                 rounds.setdefault(data["host"], []).append(action)
         return True
@@ -139,8 +139,12 @@ def test_a_dry_run_goes_to_each_host_once_and_the_phases_take_their_answers_from
     assert outcome.rc == 0, outcome.ansible_errors
     # One round to each host (the survey); every read-only phase and assessment answered from it.
     assert rounds == {name: ["cargoship.engine.host_survey"] for name in fleet.hosts}
+    # Every read a phase declares was answered: the OS, the lock, the host facts, the engine, the comparison
+    # (in the shared node_sync role), the clean-up.
     for name in fleet.hosts:
-        assert sorted(set(answered[name])) == sorted(SURVEYED), name
+        assert sorted(answered[name]) == sorted(
+            ["detect_os", "lock", "host_facts", "engine_facts", "node_sync", "disconnect"]
+        ), name
     assert phase(outcome.report, "sync_controller")["hosts"]["c1"]["status"] == "would run"
 
 

@@ -167,3 +167,87 @@ def test_a_real_run_reads_the_engine_again_under_its_lock():
     assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=True, diff_mode=False)["version"] == "v1"
     # Made before this run held the lock: another run may have finished in between.
     assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=False, diff_mode=False) is None
+
+
+def host_vars(host: str, **more) -> dict:
+    from ansible._internal._templating._utils import Omit
+
+    return {
+        "inventory_hostname": host,
+        "fleet_controllers": ["c1"],
+        "connect_run_id": "20261205T000000Z-1",
+        "cargoship_engine": "k3s",
+        "cargoship_registries": {"mirrors": {"docker.io": {"endpoint": ["https://m.example"]}}},
+        "cargoship_chart_values": {"traefik": {"values": {"replicas": 2}}},
+        "omit": Omit,
+        **more,
+    }
+
+
+def templar():
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar
+
+    return Templar(loader=DataLoader())
+
+
+@pytest.mark.parametrize("check_mode", [True, False])
+@pytest.mark.parametrize("host", ["c1", "w1"])
+def test_every_survey_call_is_its_phases_own_call_by_construction(host, check_mode):
+    """The survey asks each planned phase's declared read, and the phase's own task (phase_read) renders
+    the same declaration for the same host: the calls are equal, so every answer is taken."""
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import read_of, survey_calls
+
+    variables = host_vars(host)
+    calls = survey_calls(templar(), variables, check_mode)
+    phases = [call["phase"] for call in calls]
+    sync = "sync_controller" if host == "c1" else "sync_worker"
+    expected = ["detect_os", "lock", "host_facts", "engine_facts", sync, "disconnect"]
+    assert phases == (expected if check_mode else ["detect_os", "host_facts"])
+    for call in calls:
+        own = read_of(call["phase"], templar(), variables)
+        assert {k: v for k, v in own["args"].items() if k != "reference_epoch"} == {
+            k: v for k, v in call["args"].items() if k != "reference_epoch"
+        }
+        assert own["module"] == call["module"]
+    engine = next(c for c in calls if c["phase"] == "engine_facts") if check_mode else None
+    if engine:
+        # An option given as `default(omit)` is left out, as the module would not get it.
+        assert "desired_version" not in engine["args"]
+        assert engine["args"]["node_role"] == ("server" if host == "c1" else "agent")
+
+
+def test_a_phase_run_alone_is_surveyed_for_the_reads_of_its_plan_only():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import survey_calls
+
+    calls = survey_calls(templar(), host_vars("w1"), True, selected="detect_os")
+    assert [c["phase"] for c in calls] == ["detect_os", "disconnect"]
+
+
+def test_the_connect_phase_names_no_phase_and_every_read_goes_through_phase_read():
+    """The survey's calls come from the declarations alone; a task given the survey is a phase's declared
+    read (phase_read), never a read module's arguments spelled again."""
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    connect = yaml.safe_load((root / "roles/connect/tasks/main.yml").read_text())
+    survey_task = next(t for t in connect if "cargoship.engine.host_survey" in t)
+    assert set(survey_task["cargoship.engine.host_survey"]) == {"selected"}
+    given = []
+    for path in sorted((root / "roles").glob("*/tasks/*.yml")):
+        for task in yaml.safe_load(path.read_text()) or []:
+            for module, args in task.items():
+                if isinstance(args, dict) and "survey" in args:
+                    given.append(module)
+                    assert module == "cargoship.engine.phase_read", f"{path}: {task.get('name')}"
+    assert len(given) == 6
+
+
+def test_a_bad_read_declaration_is_refused_naming_the_phase():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import problems
+
+    assert problems("x", {"module": "command", "survey": "always", "args": []}) == [
+        "x: read.module must be one of host_info, host_lock, engine_info, engine_config, not 'command'",
+        "x: read.survey must be one of every run, dry run, not 'always'",
+        "x: read.args must be a mapping",
+    ]

@@ -1,0 +1,97 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What each read-only phase reads on a host, as it declares it (``read`` in roles/<phase>/vars/main.yml).
+
+One declaration serves two callers: the connect phase's survey, which asks every planned phase's read in
+one round to each host (``host_survey`` without ``calls``), and the phase's own task
+(``cargoship.engine.phase_read``), which takes the survey's answer on the control host or asks the host.
+Both render the declaration with the same function and the host's variables, so the survey's call and
+the phase's call are equal by construction: no phase is named in the connect phase, and no call can drift
+from its twin.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, plan
+
+READ_MODULES = ("host_info", "host_lock", "engine_info", "engine_config")
+# When the survey asks a read: in every run (what no run changes: the OS, the network, the clock), or in a
+# dry run only (what runs change is read again by a real run once it holds the lock).
+SURVEY_WHEN = ("every run", "dry run")
+# The node roles whose hosts a phase's read concerns, by the play the phase runs in.
+PLAY_HOSTS = {"controllers": "controllers", "workers": "workers"}
+
+
+def problems(phase: str, read: object) -> list[str]:
+    """What is wrong with a phase's ``read`` declaration (checked when the declarations are loaded)."""
+    if not isinstance(read, dict):
+        return [f"{phase}: read must be a mapping with module, survey and args"]
+    found = []
+    if read.get("module") not in READ_MODULES:
+        found.append(f"{phase}: read.module must be one of {', '.join(READ_MODULES)}, not {read.get('module')!r}")
+    if read.get("survey") not in SURVEY_WHEN:
+        found.append(f"{phase}: read.survey must be one of {', '.join(SURVEY_WHEN)}, not {read.get('survey')!r}")
+    if not isinstance(read.get("args"), dict):
+        found.append(f"{phase}: read.args must be a mapping")
+    unknown = set(read) - {"module", "survey", "args", "become"}
+    if unknown:
+        found.append(f"{phase}: read has unknown keys {', '.join(sorted(unknown))}")
+    return found
+
+
+def declared(operation: str = "engine-config-sync", selected: str | None = None) -> list[dict]:
+    """The planned phases that declare a read, in their order."""
+    phases = load_phases(operation=operation)
+    planned = plan(phases, selected or None)
+    return [p for p in phases if p["name"] in planned and p.get("read")]
+
+
+def _trusted(value: object) -> object:
+    """The declaration's texts as templates: they come from the collection's own files, not from a host."""
+    from ansible.template import trust_as_template
+
+    if isinstance(value, str):
+        return trust_as_template(value)
+    if isinstance(value, dict):
+        return {key: _trusted(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_trusted(item) for item in value]
+    return value
+
+
+def render(phase: dict, templar, variables: dict) -> dict:
+    """The phase's read for one host: ``{"phase", "module", "args"}``, its arguments rendered with the host's
+    variables (an argument that renders to ``omit`` is left out)."""
+    read = phase["read"]
+    args = templar.copy_with_new_env(available_variables=variables).template(_trusted(read["args"]))
+    return {"phase": phase["name"], "module": read["module"], "args": dict(args)}
+
+
+def concerns(phase: dict, host: str, variables: dict) -> bool:
+    """Whether the phase reads on this host: a phase of the controllers' (workers') play only on controllers
+    (workers)."""
+    group = PLAY_HOSTS.get(phase["play"])
+    if group is None:
+        return True
+    controllers = variables.get("fleet_controllers") or []
+    return (host in controllers) == (group == "controllers")
+
+
+def survey_calls(templar, variables: dict, check_mode: bool, selected: str | None = None) -> list[dict]:
+    """The survey's calls for one host: every planned phase's read that concerns it, in a dry run; in a real
+    run only the reads whose answers hold there."""
+    host = variables.get("inventory_hostname", "")
+    return [
+        render(phase, templar, variables)
+        for phase in declared(selected=selected)
+        if (check_mode or phase["read"]["survey"] == "every run") and concerns(phase, host, variables)
+    ]
+
+
+def read_of(phase_name: str, templar, variables: dict) -> dict:
+    """The phase's own call (the phase_read action), rendered as the survey renders it."""
+    phase = next((p for p in load_phases() if p["name"] == phase_name and p.get("read")), None)
+    if phase is None:
+        names = ", ".join(p["name"] for p in load_phases() if p.get("read"))
+        raise ValueError(f"phase {phase_name!r} declares no read; the phases with one: {names}")
+    return render(phase, templar, variables)
