@@ -37,13 +37,13 @@ options:
         as the phases pass them.
       - Without it, the calls are the reads that the phases of the run declare (C(read) in each phase's
         C(vars/main.yml)), rendered for the host on the control host exactly as each phase renders its
-        own (M(cargoship.engine.phase_read)): in check mode every planned phase's read, in a real run only
+        own (M(cargoship.engine.phase_read)); in check mode every planned phase's read, in a real run only
         the reads declared to hold there.
     type: list
     elements: dict
   selected:
     description:
-      - Without O(calls), the phase run alone (C(cargoship_phase)): only the reads of the phases it runs
+      - Without O(calls), the phase run alone (C(cargoship_phase)); only the reads of the phases it runs
         are asked. Empty asks those of every phase.
     type: str
     default: ""

@@ -9,7 +9,7 @@ module: phase_read
 short_description: What a phase reads on a host, as the phase declares it
 version_added: 0.1.0
 description:
-  - Makes the read a phase declares (C(read) in its C(vars/main.yml)): one call of
+  - Makes the read a phase declares (C(read) in its C(vars/main.yml)), one call of
     M(cargoship.engine.host_info), M(cargoship.engine.host_lock), M(cargoship.engine.engine_info) or
     M(cargoship.engine.engine_config), its arguments rendered from the inventory with this host's variables.
   - The connect phase's survey (M(cargoship.engine.host_survey) without calls) renders the same
