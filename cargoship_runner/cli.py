@@ -298,13 +298,11 @@ def unlock(inventory, limit, vault_password_file, vault_ids, extra_vars, yes):
     user_vars, user_var_files = parse_extra_vars(extra_vars)
     outcome = run_playbook(
         RunOptions(
-            "unlock",
-            inventory,
-            False,
-            limit,
-            None,
-            {"cargoship_unlock_force": True},
-            vault_password_file,
+            playbook="unlock",
+            inventory=inventory,
+            limit=limit,
+            extravars={"cargoship_unlock_force": True},
+            vault_password_file=vault_password_file,
             user_vars=user_vars,
             user_var_files=user_var_files,
             vault_ids=vault_ids,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 from cargoship_runner import __version__
 
@@ -95,12 +96,12 @@ def _importable() -> None:
         sys.path.insert(0, path)
 
 
-def _plugin_utils():
-    """The collection's controller-side code."""
+def _plugin_utils() -> SimpleNamespace:
+    """The collection's controller-side code, by module name (phases, report, hooks, node_progress)."""
     _importable()
     from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _node_progress, _phases, _report
 
-    return _phases, _report, _hooks, _node_progress
+    return SimpleNamespace(phases=_phases, report=_report, hooks=_hooks, node_progress=_node_progress)
 
 
 def concurrency_pattern():
@@ -121,24 +122,24 @@ def lock_keeper():
 
 def report_module():
     """The report's data and plain rendering (plugin_utils/_report.py)."""
-    return _plugin_utils()[1]
+    return _plugin_utils().report
 
 
 def node_progress():
     """A tracker of the nodes whose sync window is open (plugin_utils/_node_progress.py)."""
-    return _plugin_utils()[3].NodeProgress()
+    return _plugin_utils().node_progress.NodeProgress()
 
 
 def phases(operation: str | None = None) -> list[dict]:
     """The phase declarations."""
-    return _plugin_utils()[0].load_phases(operation=operation)
+    return _plugin_utils().phases.load_phases(operation=operation)
 
 
 def phase_lines(phase: dict) -> list[str]:
     """The report's lines for one phase, as the callback's table shows them."""
-    return _plugin_utils()[1].phase_lines(phase)
+    return _plugin_utils().report.phase_lines(phase)
 
 
 def phase_hook_points(phase: dict) -> list[str]:
     """Where hooks attach to a phase."""
-    return _plugin_utils()[2].hook_points(phase)
+    return _plugin_utils().hooks.hook_points(phase)

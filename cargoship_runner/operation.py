@@ -73,19 +73,19 @@ def execute(
     if report_json == Path("-"):
         console.file = sys.stderr  # standard output carries the JSON report alone
     options = RunOptions(
-        "engine_config_sync",
-        inventory,
-        dry_run,
-        limit,
-        concurrency,
-        extravars,
-        vault_password_file,
-        verbose,
-        keep_artifacts,
-        user_vars,
-        user_var_files,
-        vault_ids,
-        passwords,
+        playbook="engine_config_sync",
+        inventory=inventory,
+        dry_run=dry_run,
+        limit=limit,
+        forks=concurrency,
+        extravars=extravars,
+        vault_password_file=vault_password_file,
+        verbosity=verbose,
+        keep_artifacts=keep_artifacts,
+        user_vars=user_vars,
+        user_var_files=user_var_files,
+        vault_ids=vault_ids,
+        passwords=passwords,
     )
     names = ", ".join(str(path) for path in inventory)
     console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {names}")

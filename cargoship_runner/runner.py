@@ -35,7 +35,7 @@ PROMPTS = {"become": r"^BECOME password.*:\s*?$", "vault": r"^Vault password.*:\
 DEFAULT_FORKS = 25
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOptions:
     playbook: str
     # One inventory source or several (-i repeated), as ansible-playbook takes them.
@@ -66,7 +66,7 @@ class RunOptions:
         return " ".join(f"-i {shlex.quote(str(path))}" for path in self.inventories)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class RunOutcome:
     rc: int
     report: dict | None
@@ -262,16 +262,18 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
         failed = runner.rc != 0 or report is None or interrupted.is_set() or handler.failed
         return RunOutcome(
-            (runner.rc or (1 if handler.failed else 0)) if runner.rc is not None else 1,
-            report,
-            unreachable,
-            run_id,
-            interrupted.is_set(),
-            [] if report else error_lines(runner),
-            private if options.keep_artifacts else None,
-            (private / "keeper-stop.txt").read_text().strip() if (private / "keeper-stop.txt").exists() else None,
-            keep_log(runner, run_id, options.playbook) if failed else None,
-            handler.error,
+            rc=(runner.rc or (1 if handler.failed else 0)) if runner.rc is not None else 1,
+            report=report,
+            unreachable=unreachable,
+            run_id=run_id,
+            interrupted=interrupted.is_set(),
+            ansible_errors=[] if report else error_lines(runner),
+            artifacts=private if options.keep_artifacts else None,
+            keeper_stop=(private / "keeper-stop.txt").read_text().strip()
+            if (private / "keeper-stop.txt").exists()
+            else None,
+            log=keep_log(runner, run_id, options.playbook) if failed else None,
+            handler_error=handler.error,
         )
     finally:
         for sig, handler in previous.items():

@@ -148,7 +148,13 @@ class NodeTimes:
 def node_overhead(inventory: Path, limit: str, forks: int) -> None:
     times = NodeTimes()
     outcome = run_playbook(
-        RunOptions("engine_config_sync", inventory, False, limit, forks, {"cargoship_work_concurrency": 1}), times
+        RunOptions(
+            playbook="engine_config_sync",
+            inventory=inventory,
+            limit=limit,
+            forks=forks,
+            extravars={"cargoship_work_concurrency": 1},
+        ), times
     )
     print(f"real run, one node at a time: rc {outcome.rc}")
     print(f"{'node':>6} {'in sync':>8} {'restart+drain':>14} {'overhead':>9}")
@@ -302,7 +308,7 @@ def phase_shaped_plays(directory: Path, survey: list) -> list:
     """Plays of the dry run's shape with trivial tasks: what its plays, roles and includes cost per host
     without cargoship's work in them (the answers from the survey, the comparisons, the Kubernetes calls).
     The plays and their hosts are the playbook's, the phases of each play those the dry-run gate includes."""
-    phases_module = _plugin_utils()[0]
+    phases_module = _plugin_utils().phases
     declared = phases_module.load_phases(operation="engine-config-sync")
     playbook = yaml.safe_load((REPO / "playbooks" / "engine_config_sync.yml").read_text())
     # The plays that run phases (the validation play before them contacts no host).
@@ -343,7 +349,10 @@ def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = Tru
     counts = Counts()
     extravars = {"cargoship_work_concurrency": "20%"}
     started = time.monotonic()
-    outcome = run_playbook(RunOptions("engine_config_sync", inventory, dry_run, limit, forks, extravars), counts)
+    options = RunOptions(
+        playbook="engine_config_sync", inventory=inventory, dry_run=dry_run, limit=limit, forks=forks, extravars=extravars
+    )
+    outcome = run_playbook(options, counts)
     return {"rc": outcome.rc, "seconds": time.monotonic() - started, "counts": counts}
 
 

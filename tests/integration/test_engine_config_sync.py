@@ -135,7 +135,7 @@ def test_a_dry_run_goes_to_each_host_once_and_the_phases_take_their_answers_from
                 rounds.setdefault(data["host"], []).append(action)
         return True
 
-    outcome = run_playbook(RunOptions("engine_config_sync", fleet.inventory, True, None, None, {}), on_event)
+    outcome = run_playbook(RunOptions(playbook="engine_config_sync", inventory=fleet.inventory, dry_run=True), on_event)
     assert outcome.rc == 0, outcome.ansible_errors
     # One round to each host (the survey); every read-only phase and assessment answered from it.
     assert rounds == {name: ["cargoship.engine.host_survey"] for name in fleet.hosts}

@@ -37,7 +37,7 @@ class Recorder:
     def __call__(self, options, on_event=None):
         self.calls.append(options)
         report = {"schema_version": 1, "operation": "x", "dry_run": options.dry_run, "work_found": False, "phases": []}
-        return RunOutcome(0, report, [], "RUN", False)
+        return RunOutcome(rc=0, report=report, unreachable=[], run_id="RUN", interrupted=False)
 
 
 @pytest.fixture
@@ -106,7 +106,8 @@ def test_not_on_a_terminal_the_report_is_plain_lines_never_folded(recorder, tmp_
             }
         ],
     }
-    monkeypatch.setattr(operation, "run_playbook", lambda options, on_event=None: RunOutcome(0, report, [], "R", False))
+    outcome = RunOutcome(rc=0, report=report, unreachable=[], run_id="R", interrupted=False)
+    monkeypatch.setattr(operation, "run_playbook", lambda options, on_event=None: outcome)
     result = CliRunner().invoke(cli.main, ["engine-config-sync", "--dry-run", "-i", str(tmp_path / "hosts.yml")])
     line = next(line for line in result.output.splitlines() if "sync_worker" in line)
     assert f"{long_host}: restart k3s" in line

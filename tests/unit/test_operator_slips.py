@@ -116,7 +116,7 @@ def test_a_handler_failing_in_a_real_run_of_ansible_runner_ends_it_and_says_why(
     previous = signal.signal(signal.SIGALRM, hung)
     signal.alarm(60)
     try:
-        outcome = run_playbook(RunOptions("engine_config_sync", inventory, True), handler)
+        outcome = run_playbook(RunOptions(playbook="engine_config_sync", inventory=inventory, dry_run=True), handler)
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
@@ -457,9 +457,9 @@ def test_kept_artifacts_hold_no_environment_extra_vars_or_passwords_and_the_vars
     (tmp_path / "inv").mkdir()
     inventory = bad_inventory(tmp_path / "inv", {})
     options = RunOptions(
-        "engine_config_sync",
-        inventory,
-        True,
+        playbook="engine_config_sync",
+        inventory=inventory,
+        dry_run=True,
         keep_artifacts=True,
         # Read by Ansible (its unknown phase is the error below), and a value that must stay private.
         user_vars={"cargoship_phase": "no_such_phase", "cargoship_api_context": "ctx-EXTRAMARK"},
