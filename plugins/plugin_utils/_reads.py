@@ -12,23 +12,24 @@ from its twin.
 
 from __future__ import annotations
 
+from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import roles_of
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, plan
 
-READ_MODULES = ("host_info", "host_lock", "engine_info", "engine_config")
 # When the survey asks a read: in every run (what no run changes: the OS, the network, the clock), or in a
 # dry run only (what runs change is read again by a real run once it holds the lock).
 SURVEY_WHEN = ("every run", "dry run")
-# The node roles whose hosts a phase's read concerns, by the play the phase runs in.
-PLAY_HOSTS = {"controllers": "controllers", "workers": "workers"}
 
 
 def problems(phase: str, read: object) -> list[str]:
     """What is wrong with a phase's ``read`` declaration (checked when the declarations are loaded)."""
     if not isinstance(read, dict):
         return [f"{phase}: read must be a mapping with module, survey and args"]
+    # The modules host_survey can answer for (module_utils/_survey.py).
+    from ansible_collections.cargoship.engine.plugins.module_utils._survey import READERS
+
     found = []
-    if read.get("module") not in READ_MODULES:
-        found.append(f"{phase}: read.module must be one of {', '.join(READ_MODULES)}, not {read.get('module')!r}")
+    if read.get("module") not in READERS:
+        found.append(f"{phase}: read.module must be one of {', '.join(READERS)}, not {read.get('module')!r}")
     if read.get("survey") not in SURVEY_WHEN:
         found.append(f"{phase}: read.survey must be one of {', '.join(SURVEY_WHEN)}, not {read.get('survey')!r}")
     if not isinstance(read.get("args"), dict):
@@ -70,11 +71,8 @@ def render(phase: dict, templar, variables: dict) -> dict:
 def concerns(phase: dict, host: str, variables: dict) -> bool:
     """Whether the phase reads on this host: a phase of the controllers' (workers') play only on controllers
     (workers)."""
-    group = PLAY_HOSTS.get(phase["play"])
-    if group is None:
-        return True
-    controllers = variables.get("fleet_controllers") or []
-    return (host in controllers) == (group == "controllers")
+    role = "controller" if host in (variables.get("fleet_controllers") or []) else "worker"
+    return role in roles_of(phase)
 
 
 def survey_calls(templar, variables: dict, check_mode: bool, selected: str | None = None) -> list[dict]:
@@ -90,8 +88,9 @@ def survey_calls(templar, variables: dict, check_mode: bool, selected: str | Non
 
 def read_of(phase_name: str, templar, variables: dict) -> dict:
     """The phase's own call (the phase_read action), rendered as the survey renders it."""
-    phase = next((p for p in load_phases() if p["name"] == phase_name and p.get("read")), None)
+    reading = [p for p in load_phases() if p.get("read")]
+    phase = next((p for p in reading if p["name"] == phase_name), None)
     if phase is None:
-        names = ", ".join(p["name"] for p in load_phases() if p.get("read"))
+        names = ", ".join(p["name"] for p in reading)
         raise ValueError(f"phase {phase_name!r} declares no read; the phases with one: {names}")
     return render(phase, templar, variables)
