@@ -43,17 +43,31 @@ class Progress:
             if event.get("stdout"):
                 console.out(masked_output(event["stdout"]), highlight=False)
             return True
-        if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") and role in self.phase_names:
-            if self.current.get(host) != role:
-                self.current[host] = role
-                if role in self.per_node:
-                    console.print(styled("  ", (f"{role:<16}", "cyan"), " ", host))
-                elif role not in self.announced:
-                    self.announced.add(role)
-                    console.print(styled("  ", (role, "cyan")))
+        assessed = result.get("cargoship_assessed") if isinstance(result, dict) else None
+        if kind in ("runner_on_ok", "runner_on_failed") and isinstance(assessed, list):
+            # A dry run's assessment of a play: every host's phases at once, shown as if they had come one by one.
+            for item in assessed:
+                self.reached(item.get("host", ""), item.get("phase", ""))
+                if item.get("status") == "failed":
+                    message = (item.get("result") or {}).get("msg", "")
+                    errors.print(styled("  ", (f"{item.get('task', '')} failed on {item.get('host', '')}", "red"), f": {message}"))
+            return True
+        if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
+            self.reached(host, role)
         # The input's problems are listed once, by the report, each with its hosts and file.
         input_errors = isinstance(result, dict) and "input_errors" in result
         if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors") and not input_errors:
             message = result.get("msg", "") if isinstance(result, dict) else ""
             errors.print(styled("  ", (f"{data.get('task', '')} failed on {host}", "red"), f": {message}"))
         return True
+
+    def reached(self, host: str, role: str) -> None:
+        """A phase's result came for a host: say so once per phase, or once per node where nodes go one by one."""
+        if role not in self.phase_names or self.current.get(host) == role:
+            return
+        self.current[host] = role
+        if role in self.per_node:
+            console.print(styled("  ", (f"{role:<16}", "cyan"), " ", host))
+        elif role not in self.announced:
+            self.announced.add(role)
+            console.print(styled("  ", (role, "cyan")))

@@ -15,13 +15,17 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import an
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("phase", "survey"))
+    _VALID_ARGS = frozenset(("phase", "survey", "host"))
 
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
         result = super().run(tmp, task_vars)
         try:
-            call = read_of(str(self._task.args.get("phase", "")), self._templar, task_vars)
+            # Another host's read (a task delegated to it): rendered with that host's variables, as its survey was.
+            host = self._task.args.get("host")
+            hostvars = task_vars["hostvars"]
+            variables = task_vars if not host else {**hostvars.raw_get(str(host)), "hostvars": hostvars}
+            call = read_of(str(self._task.args.get("phase", "")), self._templar, variables)
         except ValueError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         args = moved_out(call["args"]) if call["module"] == "engine_config" else call["args"]

@@ -91,6 +91,11 @@ class CallbackModule(CallbackBase):
                     "ok",
                 )
             return
+        if isinstance(data.get("cargoship_assessed"), list):
+            # A dry run's assessment of a play (assess_play): each host's result of each phase, as its task gives it.
+            for item in data["cargoship_assessed"]:
+                self.report.result(item["host"], item["phase"], item["task"], item["result"], item["status"])
+            return
         if status == "ok" and data.get("changed"):
             status = "changed"
         host = result._host.get_name()

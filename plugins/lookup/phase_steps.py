@@ -46,6 +46,15 @@ options:
     description: The user's hooks (pass C(cargoship_hooks)).
     type: dict
     default: {}
+  scope:
+    description:
+      - In a dry run, return only the steps a dry run does in this way (each phase declares it,
+        C(dry_run_scope)), V(each host) (the phase's own tasks on every host), V(once) (its own tasks once
+        for the play) or V(play) (the play's assessment, M(cargoship.engine.assess_play), does them for all
+        of the play's hosts at once). Empty returns every step. Ignored outside check mode.
+    type: str
+    default: ""
+    choices: ["", each host, once, play]
   stopped:
     description:
       - Whether a phase failed earlier in the run. Only the phases declared C(runs_after_failure) are
@@ -92,6 +101,7 @@ class LookupModule(LookupBase):
                 self.get_option("hooks") or {},
                 bool(self.get_option("check_mode")),
                 bool(self.get_option("stopped")),
+                self.get_option("scope"),
             )
         except ValueError as exc:  # UnknownPhase included
             raise AnsibleLookupError(str(exc)) from exc

@@ -79,12 +79,16 @@ def tagged(call: dict) -> dict:
 
 def run_calls(survey, calls: list, credentials: list) -> list:
     """Every call answered in order. An engine_config call without a layout takes the engine's settings
-    from the engine_info answer before it (as the phases pass engine_info's settings as the layout)."""
+    from the engine_info answer before it (as the phases pass engine_info's settings as the layout); with
+    no engine_info call before it (a phase run alone without engine_facts), the engine's default layout, as
+    the module has it."""
     answers = []
     settings = None
+    asked_engine = False
     for index, call in enumerate(calls):
         name, args = call["module"], dict(call.get("args") or {})
-        if name == "engine_config" and "layout" not in args:
+        asked_engine = asked_engine or name == "engine_info"
+        if name == "engine_config" and "layout" not in args and asked_engine:
             if settings is None:
                 skipped = {"skipped": True, "msg": "no engine settings"}
                 answers.append({**tagged(call), "module": name, "args": args, "result": skipped})

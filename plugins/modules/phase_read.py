@@ -31,6 +31,11 @@ options:
   survey:
     description: The registered result of the connect phase's M(cargoship.engine.host_survey) on this host.
     type: dict
+  host:
+    description:
+      - Make the read of this host instead, its arguments rendered with its variables (give its survey
+        as O(survey), and delegate the task to it, where it has to be asked).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -53,7 +58,11 @@ from ansible.module_utils.basic import AnsibleModule
 
 def main() -> None:
     module = AnsibleModule(
-        argument_spec={"phase": {"type": "str", "required": True}, "survey": {"type": "dict"}},
+        argument_spec={
+            "phase": {"type": "str", "required": True},
+            "survey": {"type": "dict"},
+            "host": {"type": "str"},
+        },
         supports_check_mode=True,
     )
     module.fail_json(msg="phase_read runs on the control host as an action; it cannot run as a module")

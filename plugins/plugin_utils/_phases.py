@@ -18,6 +18,11 @@ DRY_RUN_LABELS = ("runs, reads only", "reported, not run", "runs its own dry-run
 # The plays of an operation's playbook, in the order they run; each phase declares the one it runs in.
 PLAYS = ("prepare", "controllers", "workers", "finish")
 SAFE_IN_DRY_RUN = ("runs, reads only", "runs its own dry-run path")
+# Where a dry run does a phase's part: its own tasks on each host (the connect phase's one round to the
+# hosts), its own tasks once for the play (they already act once, on the control host or the first
+# controller), or, by default, in the play's assessment on the control host for all of the play's hosts
+# at once (plugin_utils/_dry_run.py), from the survey's answers.
+DRY_RUN_SCOPES = ("each host", "once", "play")
 ROLES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "roles")
 
 
@@ -42,6 +47,9 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
         label = declaration.get("dry_run") or "reported, not run"
         if label not in DRY_RUN_LABELS:
             raise ValueError(f"{path}: dry_run must be one of {', '.join(DRY_RUN_LABELS)}, not {label!r}")
+        scope = declaration.get("dry_run_scope", "play")
+        if scope not in DRY_RUN_SCOPES:
+            raise ValueError(f"{path}: dry_run_scope must be one of {', '.join(DRY_RUN_SCOPES)}, not {scope!r}")
         if declaration.get("play") not in PLAYS:
             raise ValueError(f"{path}: play must be one of {', '.join(PLAYS)}, not {declaration.get('play')!r}")
         phases.append(
@@ -60,7 +68,9 @@ def _declarations(roles_dir: str) -> tuple[dict, ...]:
                 "changes_hosts": bool(declaration.get("changes_hosts", False)),
                 "per_node": bool(declaration.get("per_node", False)),
                 "runs_after_failure": bool(declaration.get("runs_after_failure", False)),
-                "has_assessment": os.path.exists(os.path.join(role_dir, "tasks", "assess.yml")),
+                # A dry run assesses it (says what it would do) where it declares its assessment.
+                "has_assessment": bool(declaration.get("assessment")),
+                "dry_run_scope": scope,
                 "read": declaration.get("read"),
                 # takes (the phase that locks the hosts) or releases (the one that unlocks them); else empty.
                 "run_lock": declaration.get("run_lock", ""),
@@ -111,14 +121,33 @@ def entry_point(phase: dict, check_mode: bool) -> str:
 FINISH = "finish"  # the play where the cluster_ready stage comes first
 
 
+def step_scope(step: dict, by_name: dict[str, dict]) -> str:
+    """Where a dry run does a step (see DRY_RUN_SCOPES): a phase's by its declaration; its hooks with it
+    where it runs on each host, else in the play's assessment (which lists them for every host); the
+    cluster_ready stage once (it acts on the first controller only)."""
+    if step["role"] != "hooks":
+        return by_name[step["role"]]["dry_run_scope"]
+    if step["entry"] == "cluster_ready":
+        return "once"
+    phase = by_name.get(step["point"].split(".", 1)[0])
+    return "each host" if phase is not None and phase["dry_run_scope"] == "each host" else "play"
+
+
 def play_steps(
-    declared: list[dict], play: str, selected: str | None, hooks: dict, check_mode: bool, stopped: bool = False
+    declared: list[dict],
+    play: str,
+    selected: str | None,
+    hooks: dict,
+    check_mode: bool,
+    stopped: bool = False,
+    scope: str = "",
 ) -> list[dict]:
     """A host's steps in one play of the playbook: the planned phases that declare this play, in their
     declared order, each with its hooks; in the finish play, first the cluster_ready stage when the
     run includes a per-node phase. With ``stopped`` (a phase failed), only the phases declared
-    ``runs_after_failure`` (releasing the locks, cleaning up), without hooks. Raises UnknownPhase or
-    ValueError (a bad hook) before any host is touched."""
+    ``runs_after_failure`` (releasing the locks, cleaning up), without hooks. In a dry run, ``scope``
+    keeps only the steps a dry run does there (step_scope); empty keeps them all. Raises UnknownPhase
+    or ValueError (a bad hook) before any host is touched."""
     from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
 
     if play not in PLAYS:
@@ -140,4 +169,7 @@ def play_steps(
     if play == FINISH and hooks.get(_hooks.CLUSTER_READY) and per_node:
         # Every host gets the step (the same include for all); it acts on the first controller only.
         steps.insert(0, {"role": "hooks", "entry": "cluster_ready", "point": _hooks.CLUSTER_READY})
+    if check_mode and scope:
+        by_name = {p["name"]: p for p in declared}
+        steps = [step for step in steps if step_scope(step, by_name) == scope]
     return steps

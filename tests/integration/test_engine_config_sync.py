@@ -116,35 +116,42 @@ def test_check_mode_report_of_ansible_playbook_equals_the_cli_report(fleet, tmp_
 SURVEYED = {f"cargoship.engine.{m}" for m in ("host_info", "host_lock", "engine_info", "engine_config", "phase_read")}
 
 
-def test_a_dry_run_goes_to_each_host_once_and_the_phases_take_their_answers_from_that_round(fleet):
+def test_a_dry_run_goes_to_each_host_once_and_assesses_each_play_once_from_that_round(fleet):
     from cargoship_runner.runner import RunOptions, run_playbook
 
     rounds: dict[str, list[str]] = {}
     answered: dict[str, list[str]] = {}
+    hosts_of_task: dict[str, set[str]] = {}
 
     def on_event(event: dict) -> bool:
         data = event.get("event_data") or {}
-        if event.get("event") not in ("runner_on_ok", "runner_on_failed") or not data.get("host"):
+        if event.get("event") not in ("runner_on_ok", "runner_on_failed", "runner_on_skipped") or not data.get("host"):
             return True
         action, result = data.get("resolved_action") or data.get("task_action"), data.get("res") or {}
+        if action != "ansible.builtin.meta":  # handled by Ansible itself, no module or action run on a host
+            hosts_of_task.setdefault(data.get("task", ""), set()).add(data["host"])
         delegated = (result.get("_ansible_delegated_vars") or {}).get("ansible_host")
         if action == "cargoship.engine.host_survey" or (action in SURVEYED and delegated is None):
-            if result.get("answered_by") == "host_survey":
-                answered.setdefault(data["host"], []).append((data.get("role") or "").rsplit(".", 1)[-1])
-            else:
-                rounds.setdefault(data["host"], []).append(action)
+            rounds.setdefault(data["host"], []).append(action)
+        for item in result.get("cargoship_assessed") or []:
+            if item["result"].get("answered_by") == "host_survey":
+                answered.setdefault(item["host"], []).append(item["phase"])
         return True
 
     outcome = run_playbook(RunOptions(playbook="engine_config_sync", inventory=fleet.inventory, dry_run=True), on_event)
     assert outcome.rc == 0, outcome.ansible_errors
-    # One round to each host (the survey); every read-only phase and assessment answered from it.
+    # One round to each host (the survey), and no other task on each host: the connect phase's include and its
+    # survey are the only tasks that ran for more than one host; every other ran once for its play.
     assert rounds == {name: ["cargoship.engine.host_survey"] for name in fleet.hosts}
-    # Every read a phase declares was answered: the OS, the lock, the host facts, the engine, the comparison
-    # (in the shared node_sync role), the clean-up.
+    assert [task for task, hosts in hosts_of_task.items() if len(hosts) > 1] == [
+        "Run the preparation phases",
+        "Open the SSH session to every host and survey it once for the read-only phases",
+    ]
+    # Every read a phase declares was answered from the survey, in the play's assessment on the control host:
+    # the OS, the lock, the host facts, the engine, the comparison, the clean-up.
     for name in fleet.hosts:
-        assert sorted(answered[name]) == sorted(
-            ["detect_os", "lock", "host_facts", "engine_facts", "node_sync", "disconnect"]
-        ), name
+        sync = "sync_controller" if name in fleet.controllers else "sync_worker"
+        assert answered[name] == ["detect_os", "lock", "host_facts", "engine_facts", sync, "disconnect"], name
     assert phase(outcome.report, "sync_controller")["hosts"]["c1"]["status"] == "would run"
 
 
