@@ -30,6 +30,12 @@ import copy
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import NODE_ROLES
 from ansible_collections.cargoship.engine.plugins.plugin_utils._host_checks import facts_of, outcome
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import (
+    charts_kept,
+    cis_refusal,
+    restart_reason,
+    truthy,
+)
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, play_steps
 
 HOOKS = "hooks"  # what the report calls a task of the hooks role
@@ -180,7 +186,14 @@ class PlayAssessment:
         if known.get("failed"):
             return
         for host in self.hosts:
-            refusal = cis_refusal(host, self.vars[host], self.engine(host), host in self.controllers)
+            variables = self.vars[host]
+            refusal = host in self.controllers and cis_refusal(
+                host,
+                self.engine(host),
+                variables.get("cargoship_engine"),
+                "cargoship_pod_security" in variables,
+                variables.get("cargoship_pod_security_over_cis", False),
+            )
             if refusal:
                 self.give(host, phase["name"], TASKS["cis"], {"failed": True, "msg": refusal})
 
@@ -199,9 +212,9 @@ class PlayAssessment:
             self.give(host, phase["name"], TASKS["compare"], plan)
             self.keep_diff(host, plan)
             if not plan.get("failed"):
-                reason = restart_reason(plan, self.engine(host), self.vars[host].get("cargoship_force", False))
-                if reason is not None:
-                    restarts[host] = reason
+                down = restart_reason(plan, self.engine(host), self.vars[host].get("cargoship_force", False))
+                if down is not None:
+                    restarts[host] = f" (it is {down} now)" if down else ""
         if self.failed_items():
             return
         drain = self.run_module(
@@ -231,13 +244,7 @@ class PlayAssessment:
         values = self.settings.get("cargoship_chart_values")
         if values is None or not self.controllers <= set(self.hosts):
             return
-        named = values if isinstance(values, dict) else {}
-        keep = [
-            f"{(spec.get('namespace') if isinstance(spec, dict) else None) or 'kube-system'}/{chart}"
-            for chart, spec in named.items()
-            if spec != "absent"
-        ]
-        pruned = self.run_module("helm_chart_configs", {"keep": keep, **self.api_args()})
+        pruned = self.run_module("helm_chart_configs", {"keep": charts_kept(values), **self.api_args()})
         self.give(self.hosts[-1], phase["name"], TASKS["prune_charts"], pruned)
 
     def assess_label_nodes(self, phase: dict) -> None:
@@ -264,12 +271,6 @@ class PlayAssessment:
             self.give(host, HOOKS, f"Hooks at {full}", hooks_listed(full, entries))
 
 
-def truthy(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("1", "true", "yes", "on", "y", "t")
-    return bool(value)
-
-
 def reported(phase: str, changes: list, reason: str | None = None) -> dict:
     """What the phase_report action returns (the report reads ``cargoship_phase``)."""
     marker = {"phase": phase, "mode": "disabled" if reason else None, "reason": reason, "changes": changes}
@@ -278,33 +279,3 @@ def reported(phase: str, changes: list, reason: str | None = None) -> dict:
 
 def hooks_listed(point: str, entries: list) -> dict:
     return reported(point, [f"would run hook {point}: {entry.get('name')}" for entry in entries if isinstance(entry, dict)])
-
-
-def restart_reason(plan: dict, engine: dict, force: object) -> str | None:
-    """Why a node's engine would restart (`` (it is <state> now)`` when it is not running, else empty),
-    or None if it would not: its files need a restart, its engine is not running, or cargoship_force."""
-    service = engine.get("service", "")
-    state = (engine.get("services") or {}).get(service, "active")
-    down = state != "active"
-    if not (plan.get("restart_required") or down or truthy(force)):
-        return None
-    return f" (it is {state} now)" if down else ""
-
-
-def cis_refusal(host: str, variables, engine: dict, controller: bool) -> str:
-    """Why a CIS-hardened RKE2 server's pod-security file may not be replaced, or empty."""
-    settings = engine.get("settings") or {}
-    profile = str(settings.get("profile") or "")
-    if not (
-        controller
-        and variables.get("cargoship_engine") == "rke2"
-        and "cargoship_pod_security" in variables
-        and profile.startswith("cis")
-        and not truthy(variables.get("cargoship_pod_security_over_cis", False))
-    ):
-        return ""
-    return (
-        f"{host} runs RKE2 with profile {profile} ({settings.get('profile_from')}), whose pod-security admission "
-        "file is rancher-restricted: cargoship_pod_security would replace it and weaken the cluster. Nothing was "
-        "changed. Set cargoship_pod_security_over_cis to true to replace it anyway."
-    )
