@@ -123,7 +123,7 @@ def test_the_report_reads_an_assessment_as_it_reads_each_hosts_own_tasks():
         "w1": {"connect_survey": survey("w1", sync_worker={"changed": True, "changes": [], "restart_required": True})},
         "w2": {"connect_survey": survey("w2")},
     }
-    result, _ = assess("workers", hostvars)
+    result, _modules = assess("workers", hostvars)
     report = RunReport("engine-config-sync", dry_run=True)
     for item in result["cargoship_assessed"]:
         report.result(item["host"], item["phase"], item["task"], item["result"], item["status"])
@@ -134,7 +134,7 @@ def test_the_report_reads_an_assessment_as_it_reads_each_hosts_own_tasks():
 
 def test_hooks_around_a_phase_are_listed_for_each_host_by_its_own_node_role():
     hostvars = {h: {"connect_survey": survey(h), "cargoship_hooks": HOOKS} for h in ("c1", "w1")}
-    result, _ = assess("prepare", hostvars, hooks=HOOKS)
+    result, _modules = assess("prepare", hostvars, hooks=HOOKS)
     assert [i["result"]["cargoship_phase"]["changes"] for i in by(result, "w1", "hooks")] == [
         ["would run hook detect_os.before.worker: say hello"]
     ]
@@ -152,23 +152,23 @@ def test_a_failure_on_one_host_stops_the_play_there_naming_the_host():
 
 def test_a_host_the_survey_did_not_answer_for_fails_rather_than_being_taken_for_in_sync():
     hostvars = {"w1": {"connect_survey": {"failed": True, "msg": "unreachable"}}}
-    result, _ = assess("workers", hostvars)
+    result, _modules = assess("workers", hostvars)
     assert result["failed"] and "no answer from the survey of w1" in result["msg"]
 
 
 def test_a_cis_hardened_rke2_server_is_refused_unless_told_to():
     cis = engine("node-c1", profile="cis")
     common = {"connect_survey": survey("c1", engine_facts=cis), "cargoship_engine": "rke2", "cargoship_pod_security": {}}
-    result, _ = assess("prepare", {"c1": dict(common)})
+    result, _modules = assess("prepare", {"c1": dict(common)})
     assert result["failed"] and "rancher-restricted" in result["msg"]
-    result, _ = assess("prepare", {"c1": {**common, "cargoship_pod_security_over_cis": True}})
+    result, _modules = assess("prepare", {"c1": {**common, "cargoship_pod_security_over_cis": True}})
     assert not result.get("failed")
 
 
 def test_the_controllers_play_deletes_only_the_chart_values_no_longer_listed():
     hostvars = {h: {"connect_survey": survey(h)} for h in ("c1", "c2")}
     values = {"traefik": {"values": {}}, "old": "absent", "nginx": {"namespace": "ingress", "values": {}}}
-    _, modules = assess("controllers", hostvars, settings={"cargoship_chart_values": values})
+    _result, modules = assess("controllers", hostvars, settings={"cargoship_chart_values": values})
     assert modules.calls[-1] == ("helm_chart_configs", {"keep": ["kube-system/traefik", "ingress/nginx"]})
 
 
