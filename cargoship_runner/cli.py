@@ -12,7 +12,7 @@ import click
 from cargoship_runner import __version__
 from cargoship_runner.collection import CollectionNotFound, concurrency_pattern, phase_hook_points, phases
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
-from cargoship_runner.operation import check_inventory, execute, parse_extra_vars
+from cargoship_runner.operation import CommandLine, check_inventory, execute, parse_extra_vars
 from cargoship_runner.output import console, errors, styled
 from cargoship_runner.runner import DEFAULT_FORKS, RunOptions, run_playbook
 
@@ -180,7 +180,7 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
     """
     # Given only when asked for here: otherwise the inventory's own setting stands.
     switches = {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes}
-    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, **run)
+    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, CommandLine(**run))
 
 
 @main.group()
@@ -264,7 +264,7 @@ def phase_run(name, force, keep_existing, **run):
     extravars = {"cargoship_phase": name}
     extravars.update({"cargoship_force": True} if force else {})
     extravars.update({"cargoship_kubeconfig_keep": True} if keep_existing else {})
-    execute(f"phase {name}", extravars, changes_hosts=not read_only(name), **run)
+    execute(f"phase {name}", extravars, CommandLine(**run), changes_hosts=not read_only(name))
 
 
 @main.command()

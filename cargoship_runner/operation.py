@@ -9,6 +9,7 @@ import os
 import shlex
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -25,79 +26,82 @@ from cargoship_runner.render import render_diffs, render_report
 from cargoship_runner.runner import RunOptions, run_playbook
 
 
-def execute(
-    title,
-    extravars,
-    inventory,
-    dry_run,
-    confirm,
-    concurrency,
-    work_concurrency,
-    limit,
-    ask_become_pass,
-    ask_vault_pass,
-    vault_password_file,
-    vault_ids,
-    show_diff,
-    output,
-    report_json,
-    keep_artifacts,
-    detailed_exitcode,
-    verbose,
-    extra_vars=(),
-    changes_hosts=True,
-):
+@dataclass(kw_only=True)
+class CommandLine:
+    """What the user asked for on the command line (the run options every run command takes, cli.py)."""
+
+    inventory: tuple[Path, ...]
+    dry_run: bool
+    confirm: bool
+    concurrency: int | None
+    work_concurrency: str | None
+    limit: str | None
+    ask_become_pass: bool
+    ask_vault_pass: bool
+    vault_password_file: Path | None
+    vault_ids: tuple[str, ...]
+    show_diff: bool
+    output: str
+    report_json: Path | None
+    keep_artifacts: bool
+    detailed_exitcode: bool
+    verbose: int
+    extra_vars: tuple[str, ...] = ()
+
+
+def execute(title: str, extravars: dict, asked: CommandLine, changes_hosts: bool = True) -> None:
     """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
-    if dry_run and confirm:
+    if asked.dry_run and asked.confirm:
         usage_error("--dry-run and --confirm contradict each other: --dry-run changes nothing, --confirm does the real run")
-    if report_json and report_json != Path("-"):
-        check_report_path(report_json)
-    user_vars, user_var_files = parse_extra_vars(extra_vars)
-    passwords = ask_passwords(ask_become_pass, ask_vault_pass)
+    if asked.report_json and asked.report_json != Path("-"):
+        check_report_path(asked.report_json)
+    user_vars, user_var_files = parse_extra_vars(asked.extra_vars)
+    passwords = ask_passwords(asked.ask_become_pass, asked.ask_vault_pass)
+    output = asked.output
     if output == "auto":
         output = "table" if sys.stdout.isatty() else "plain"
     if output == "plain":
         # Not a terminal: lines as long as they are, never folded at 80 columns.
         console.soft_wrap = True
-    if not dry_run and not confirm and changes_hosts:
+    if not asked.dry_run and not asked.confirm and changes_hosts:
         if not sys.stdin.isatty():
             errors.print("a real run changes hosts: pass --confirm (or use --dry-run to see what would change)")
             sys.exit(EXIT_USAGE)
         if not click.confirm("This may restart the engine on drifted nodes. Continue?", default=False):
             sys.exit(EXIT_USAGE)
-    for source in inventory:
+    for source in asked.inventory:
         check_inventory(source)
     # Only what the user passed here: otherwise the inventory's cargoship_work_concurrency stands.
-    if work_concurrency is not None:
-        extravars = {"cargoship_work_concurrency": work_concurrency, **extravars}
-    if report_json == Path("-"):
+    if asked.work_concurrency is not None:
+        extravars = {"cargoship_work_concurrency": asked.work_concurrency, **extravars}
+    if asked.report_json == Path("-"):
         console.file = sys.stderr  # standard output carries the JSON report alone
     options = RunOptions(
         playbook="engine_config_sync",
-        inventory=inventory,
-        dry_run=dry_run,
-        limit=limit,
-        forks=concurrency,
+        inventory=asked.inventory,
+        dry_run=asked.dry_run,
+        limit=asked.limit,
+        forks=asked.concurrency,
         extravars=extravars,
-        vault_password_file=vault_password_file,
-        verbosity=verbose,
-        keep_artifacts=keep_artifacts,
+        vault_password_file=asked.vault_password_file,
+        verbosity=asked.verbose,
+        keep_artifacts=asked.keep_artifacts,
         user_vars=user_vars,
         user_var_files=user_var_files,
-        vault_ids=vault_ids,
+        vault_ids=asked.vault_ids,
         passwords=passwords,
     )
-    names = ", ".join(str(path) for path in inventory)
-    console.print(f"cargoship {title} — {'dry run' if dry_run else 'real run'} on {names}")
-    progress = Progress(verbose)
+    names = ", ".join(str(path) for path in asked.inventory)
+    console.print(f"cargoship {title} — {'dry run' if asked.dry_run else 'real run'} on {names}")
+    progress = Progress(asked.verbose)
     outcome = run_playbook(options, progress)
     if outcome.report:
         render_report(outcome.report, output)
-        if show_diff:
+        if asked.show_diff:
             render_diffs(outcome.report)
-    report = outcome.report or stand_in_report(title, dry_run, outcome)
-    if report_json:
-        write_report(report, report_json)
+    report = outcome.report or stand_in_report(title, asked.dry_run, outcome)
+    if asked.report_json:
+        write_report(report, asked.report_json)
     if outcome.artifacts:
         errors.print(f"the run's ansible-runner directory is kept in {outcome.artifacts}")
     if not outcome.report and not outcome.stopped_early:
@@ -120,7 +124,7 @@ def execute(
         )
     if outcome.stopped_early and progress.in_flight:
         recover(options, outcome.run_id, progress.in_flight)
-    if not dry_run and outcome.rc != 0 and progress.locking and not locks_released(outcome.report):
+    if not asked.dry_run and outcome.rc != 0 and progress.locking and not locks_released(outcome.report):
         # The playbook releases its locks itself after a failure; not after Ctrl-C, nor when a host it
         # lost took the others down with it (no host was left to run the release).
         release_own_locks(options, outcome.run_id)
@@ -130,8 +134,8 @@ def execute(
         interrupted=outcome.interrupted,
         handler_failed=outcome.handler_error is not None,
         unreachable=outcome.unreachable,
-        dry_run=dry_run,
-        detailed_exitcode=detailed_exitcode,
+        dry_run=asked.dry_run,
+        detailed_exitcode=asked.detailed_exitcode,
     )
     if end.message:
         errors.print(end.message)

@@ -22,8 +22,9 @@ connect phase's survey round alone (the remote work of a dry run, nothing else),
 by as many trivial tasks per host (set_fact) as the dry run has per host in one play: what that number
 of tasks costs without cargoship's phase structure (its plays, its phase includes, its reports).
 --floor-tasks N sets that number instead, to see what a dry run of N tasks per host would cost. The
-third, survey+phases, has the dry run's shape (its plays, a role per phase included per host from a
-loop, as many tasks per host in each phase) with trivial tasks in place of cargoship's work.
+third, survey+phases, has the shape a dry run had before it assessed each play once (issue 28): its plays,
+a role per phase included per host from a loop, as many tasks per host in each phase as it had, with
+trivial tasks in place of cargoship's work; it shows what that per-host structure cost.
 With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
 and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
 settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
