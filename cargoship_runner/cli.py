@@ -143,6 +143,11 @@ RUN_OPTIONS = [
 ]
 
 
+def command_line(run: dict) -> CommandLine:
+    """The run options click parsed (RUN_OPTIONS, every one of them: CommandLine takes each by name)."""
+    return CommandLine(**run)  # pylint: disable=missing-kwoa
+
+
 def run_options(command):
     for option in reversed(RUN_OPTIONS):
         command = option(command)
@@ -180,7 +185,7 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
     """
     # Given only when asked for here: otherwise the inventory's own setting stands.
     switches = {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes}
-    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, CommandLine(**run))
+    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, command_line(run))
 
 
 @main.group()
@@ -264,7 +269,7 @@ def phase_run(name, force, keep_existing, **run):
     extravars = {"cargoship_phase": name}
     extravars.update({"cargoship_force": True} if force else {})
     extravars.update({"cargoship_kubeconfig_keep": True} if keep_existing else {})
-    execute(f"phase {name}", extravars, CommandLine(**run), changes_hosts=not read_only(name))
+    execute(f"phase {name}", extravars, command_line(run), changes_hosts=not read_only(name))
 
 
 @main.command()

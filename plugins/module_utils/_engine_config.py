@@ -25,6 +25,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     validate,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError, mover_of
+from ansible_collections.cargoship.engine.plugins.module_utils._node_window import RESTORED, WRITTEN
 from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 
@@ -67,7 +68,7 @@ def restore(module) -> dict:
     except FileError as error:
         raise file_failure(error) from error
     if result["backup_found"] and not module.check_mode:
-        result["node_state"] = "restored"
+        result["node_state"] = RESTORED
     return result
 
 
@@ -354,5 +355,5 @@ def run(module) -> dict:
     if params["state"] == "present" and params["backup_id"] and not module.check_mode:
         backend.remove_staged([item["path"] for item in files])
     if params["state"] == "present" and not module.check_mode:
-        result["node_state"] = "written"
+        result["node_state"] = WRITTEN
     return result

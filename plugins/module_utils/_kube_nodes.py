@@ -22,13 +22,14 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import
     ApiUnavailable,
     parse_time,
 )
+from ansible_collections.cargoship.engine.plugins.module_utils._node_window import DRAINED, READY, UNCORDONED
 
 CORDONED_BY = "cargoship.io/cordoned-by"
 CONTROL_PLANE = "node-role.kubernetes.io/control-plane"
 ETCD_ROLE = "node-role.kubernetes.io/etcd"
 UNCORDON = {"spec": {"unschedulable": None}, "metadata": {"annotations": {CORDONED_BY: None}}}
-# The node_state a step of a node's sync returns (plugin_utils/_node_progress.py follows them).
-NODE_STATES = {"drained": "drained", "ready": "ready", "uncordoned": "uncordoned"}
+# The node_state a step of a node's sync returns (module_utils/_node_window.py names them).
+NODE_STATES = {"drained": DRAINED, "ready": READY, "uncordoned": UNCORDONED}
 
 
 def is_ready(node) -> bool:

@@ -324,7 +324,7 @@ def main() -> None:
         and target == "name"
         and (p["state"] != "ready" or result["ready"])
     ):
-        result["node_state"] = "uncordoned" if result.get("uncordoned") else NODE_STATES[p["state"]]
+        result["node_state"] = NODE_STATES["uncordoned" if result.get("uncordoned") else p["state"]]
     result.pop("uncordoned", None)
     module.exit_json(**result)
 

@@ -98,6 +98,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.cargoship.engine.plugins.module_utils import _node_window as window
 from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
 from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import touch_if_held
 from ansible_collections.cargoship.engine.plugins.module_utils._systemd import unit_state
@@ -162,7 +163,7 @@ def wait_started(module: AnsibleModule, unit: Unit, result: dict) -> None:
         if unit_state(props) == "active" and props["NRestarts"] == restarts:
             if time.monotonic() - steady_since >= p["settle"]:
                 module.exit_json(
-                    **result, changed=True, state="active", restarts=props["NRestarts"], node_state="started"
+                    **result, changed=True, state="active", restarts=props["NRestarts"], node_state=window.STARTED
                 )
         elif unit_state(props) == "active":
             steady_since, restarts = time.monotonic(), props["NRestarts"]  # (re)started: the settle begins
@@ -198,14 +199,14 @@ def main() -> None:
     props = unit.show()
     state, running = module.params["state"], unit_state(props) == "active"
     if state == "started" and running:
-        module.exit_json(changed=False, state="active", restarts=props["NRestarts"], node_state="started")
+        module.exit_json(changed=False, state="active", restarts=props["NRestarts"], node_state=window.STARTED)
     if state == "stopped" and props["ActiveState"] in STOPPED:
         module.exit_json(
             changed=False,
             state=unit_state(props),
             restarts=props["NRestarts"],
             stopped_at=now_rfc3339(),
-            node_state="stopped",
+            node_state=window.STOPPED,
         )
     if module.check_mode:
         module.exit_json(changed=True, state=unit_state(props), restarts=props["NRestarts"])
@@ -215,7 +216,7 @@ def main() -> None:
     result = {"stopped_at": now_rfc3339()}
     if state == "stopped":
         module.exit_json(
-            **result, changed=True, state=unit_state(props), restarts=props["NRestarts"], node_state="stopped"
+            **result, changed=True, state=unit_state(props), restarts=props["NRestarts"], node_state=window.STOPPED
         )
     wait_started(module, unit, result)
 

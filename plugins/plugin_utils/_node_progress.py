@@ -12,27 +12,8 @@ Nothing here reads a task's name or a message.
 
 from __future__ import annotations
 
-OPENED = "draining"
-CLOSED = "uncordoned"
-# What a node is like once each step has finished.
-DONE = {
-    "drained": "cordoned and drained by this run",
-    "stopped": "engine stopped",
-    "written": "new files in place (the previous ones kept in /var/lib/cargoship/backups)",
-    "started": "engine started",
-    "ready": "node Ready",
-    "restored": "previous files put back",
-}
-# What a node was doing when its last finished step was this one.
-NEXT = {
-    OPENED: "the drain",
-    "drained": "the engine stop",
-    "stopped": "writing the new configuration",
-    "written": "the engine start",
-    "started": "the wait for Ready",
-    "ready": "the uncordon",
-    "restored": "the restart on the previous configuration",
-}
+from ansible_collections.cargoship.engine.plugins.module_utils._node_window import DONE, NEXT, OPENED
+from ansible_collections.cargoship.engine.plugins.module_utils._node_window import UNCORDONED as CLOSED
 
 
 def state_of(result: dict) -> str | None:

@@ -92,3 +92,21 @@ def test_the_role_opens_the_window_with_the_fact_the_tracker_reads():
     # The last step closes the window: Ready, then uncordoned in the same call (node_state uncordoned).
     assert [t["cargoship.engine.cluster_node"] for t in after if "cargoship.engine.cluster_node" in t][-1]["uncordon"]
     assert list(NEXT) == ["draining", "drained", "stopped", "written", "started", "ready", "restored"]
+
+
+def test_the_window_states_are_named_once_and_every_module_returns_them_by_name():
+    """The modules that return a node_state take it from module_utils/_node_window.py, never spell it."""
+    import re
+    from pathlib import Path
+
+    from ansible_collections.cargoship.engine.plugins.module_utils import _node_window as window
+
+    assert set(window.NEXT) | {window.UNCORDONED} == set(window.STEPS)
+    assert set(window.DONE) <= set(window.STEPS)
+    root = Path(__file__).resolve().parents[2] / "plugins"
+    spelled = [
+        f"{path.relative_to(root)}: {found}"
+        for path in sorted(root.rglob("*.py"))
+        for found in re.findall(r"""node_state["']?\]?\s*[=:]\s*["'][a-z]+["']""", path.read_text())
+    ]
+    assert spelled == []
