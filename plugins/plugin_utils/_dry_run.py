@@ -92,7 +92,7 @@ class PlayAssessment:
     def run(self, play: str) -> dict:
         declared = load_phases()
         by_name = {p["name"]: p for p in declared}
-        steps = play_steps(declared, play, self.selected, self.hooks, True, scope="play")
+        steps = play_steps(declared, play, self.selected, self.hook_points(), True, scope="play")
         for step in steps:
             if step["role"] == HOOKS:
                 self.list_hooks(step["point"])
@@ -112,6 +112,16 @@ class PlayAssessment:
             first = failed[0]
             result.update(failed=True, stopped_by=first["host"], msg=str(first["result"].get("msg", "failed")))
         return result
+
+    def hook_points(self) -> dict:
+        """The hooks of every host of the play: a hook point is a step where any host has hooks (one given in
+        a host's own variables only too), as a real run includes it for every host whose steps have it."""
+        points = dict(self.hooks)
+        for host in self.hosts:
+            for point, entries in (self.vars[host].get("cargoship_hooks") or {}).items():
+                if entries and not points.get(point):
+                    points[point] = entries
+        return points
 
     # -- the survey's answers ---------------------------------------------------------------------------
 

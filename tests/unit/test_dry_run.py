@@ -191,3 +191,12 @@ def test_every_phase_a_dry_run_assesses_in_its_play_has_an_assessment(phase):
     if entry_point(phase, True) == "none":
         return  # reported unassessed
     assert phase.get("read") or hasattr(PlayAssessment, f"assess_{phase['name']}"), phase["name"]
+
+
+def test_hooks_given_in_one_hosts_own_variables_are_listed_for_that_host():
+    own = {"host_facts.after.worker": [{"name": "only on w2", "command": "true"}]}
+    hostvars = {"c1": {"connect_survey": survey("c1")}, "w2": {"connect_survey": survey("w2"), "cargoship_hooks": own}}
+    result, _modules = assess("prepare", hostvars)  # the play's hooks (the first host's) name none
+    assert [i["result"]["cargoship_phase"]["changes"] for i in by(result, "w2", "hooks")] == [
+        ["would run hook host_facts.after.worker: only on w2"]
+    ]
