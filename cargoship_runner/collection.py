@@ -97,11 +97,25 @@ def _importable() -> None:
 
 
 def _plugin_utils() -> SimpleNamespace:
-    """The collection's controller-side code, by module name (phases, report, hooks, node_progress)."""
+    """The collection's controller-side code, by module name (phases, report, hooks, node_progress,
+    run_options)."""
     _importable()
-    from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _node_progress, _phases, _report
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import (
+        _hooks,
+        _node_progress,
+        _phases,
+        _report,
+        _run_options,
+    )
 
-    return SimpleNamespace(phases=_phases, report=_report, hooks=_hooks, node_progress=_node_progress)
+    return SimpleNamespace(
+        phases=_phases, report=_report, hooks=_hooks, node_progress=_node_progress, run_options=_run_options
+    )
+
+
+def run_options():
+    """The table of every inventory variable cargoship reads (plugin_utils/_run_options.py)."""
+    return _plugin_utils().run_options
 
 
 def concurrency_pattern():

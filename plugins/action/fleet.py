@@ -6,12 +6,13 @@ from __future__ import annotations
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
-DEFAULT_GROUPS = {"controllers": "controllers", "workers": "workers"}
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import default
+
 GROUP_VARIABLES = {"controllers": "cargoship_controllers_group", "workers": "cargoship_workers_group"}
 
 
 def group_name(variables, kind: str) -> str:
-    value = variables.get(GROUP_VARIABLES[kind], DEFAULT_GROUPS[kind])
+    value = variables.get(GROUP_VARIABLES[kind], default(GROUP_VARIABLES[kind]))
     if not isinstance(value, str) or not value:
         raise AnsibleError(f"{GROUP_VARIABLES[kind]}: expected a group name, got {value!r}")
     return value

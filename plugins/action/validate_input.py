@@ -21,6 +21,8 @@ from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
 from ansible_collections.cargoship.engine.plugins.plugin_utils._report import hosts_text
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import OPTIONS as RUN_OPTIONS
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import value as run_option
 
 try:  # Where Ansible read a value (file:line:column); ansible-core 2.19 tags what it loads with it.
     from ansible._internal._datatag._tags import Origin
@@ -28,36 +30,8 @@ except ImportError:  # pragma: no cover - an ansible-core without data tags: mes
     Origin = None
 
 DESIRED = {name: key for key, name in VARIABLES.items()}
-# Run options with the type each must have.
-OPTIONS = {
-    "cargoship_profile": "profile",
-    "cargoship_work_concurrency": "concurrency",
-    "cargoship_api_kubeconfig": "str",
-    "cargoship_api_context": "str",
-    "cargoship_kubeconfig_update": "bool",
-    "cargoship_kubeconfig_path": "str",
-    "cargoship_cluster_name": "str",
-    "cargoship_label_nodes": "bool",
-    "cargoship_drain_timeout": "int",
-    "cargoship_drain_force": "bool",
-    "cargoship_allow_etcd_quorum_loss": "bool",
-    "cargoship_pod_security_over_cis": "bool",
-    "cargoship_ready_timeout": "int",
-    "cargoship_service_timeout": "int",
-    "cargoship_engine_settle": "int",
-    "cargoship_lock_stale_after": "int",
-    "cargoship_lock_touch_interval": "int",
-    "cargoship_controllers_group": "str",
-    "cargoship_workers_group": "str",
-    "cargoship_run_id": "str",
-    "cargoship_force": "bool",
-    "cargoship_max_clock_skew": "int",
-    "cargoship_hooks": "hooks",
-    "cargoship_phase": "phase",
-    "cargoship_kubeconfig_keep": "bool",
-    "cargoship_engine_version": "str",
-    "cargoship_secret_paths": "secret_paths",
-}
+# Run options with the kind each must be (the desired state's own variables are checked by problems_of).
+OPTIONS = {option.name: option.kind for option in RUN_OPTIONS if option.kind not in ("desired", "engine")}
 KNOWN = set(DESIRED) | set(OPTIONS)
 # Variables of other names that are near misses of ours: a known name without its prefix (a refactor
 # that dropped it), or one a letter or two away from a known name (a typo). Both would be silently
@@ -85,7 +59,7 @@ def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> l
         return [f"{name}: expected true or false, got {value!r}"]
     if kind == "int" and whole_number(value) is None:
         return [f"{name}: expected a whole number of seconds, got {value!r}"]
-    if kind == "str" and not isinstance(value, str):
+    if kind in ("str", "path") and not isinstance(value, str):
         return [f"{name}: expected a string, got {kind_name(value)}"]
     if kind == "profile" and not (isinstance(value, str) and DNS_LABEL.match(value)):
         return [f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}"]
@@ -174,8 +148,8 @@ def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]
 
 def lock_window_problems(variables) -> list[tuple[str, str | None]]:
     """The lock's stale window against its touch interval (each of them a whole number, or checked above)."""
-    stale = whole_number(variables.get("cargoship_lock_stale_after", 60))
-    interval = whole_number(variables.get("cargoship_lock_touch_interval", 30))
+    stale = whole_number(run_option(variables, "cargoship_lock_stale_after"))
+    interval = whole_number(run_option(variables, "cargoship_lock_touch_interval"))
     if stale is None or interval is None:
         return []  # named above
     problem = window_problem(stale, interval)

@@ -235,6 +235,8 @@ MODULE_KWARGS = {
     "argument_spec": {
         # Taken by the action plugin (an answer of host_survey); the module never sees it.
         "survey": {"type": "dict"},
+        # Also the action plugin's: the desired state taken from the host's cargoship_* variables.
+        "from_inventory": {"type": "bool", "default": False},
         "engine": {"type": "str", "required": True, "choices": ["k3s", "rke2"]},
         "node_role": {"type": "str", "choices": ["server", "agent"]},
         # Not no_log as a whole, which would hide every mirror and endpoint from the diffs: the action

@@ -84,6 +84,16 @@ options:
         V(absent), or no longer listed, has its manifest removed.
       - V(absent) as a whole removes every chart manifest cargoship wrote. Omitted, the manifests stay as they are.
     type: raw
+  from_inventory:
+    description:
+      - Take the desired state from this host's inventory variables, as the input validation checked them.
+        It sets O(engine), O(registries), O(audit_policy), O(pod_security), O(audit_log) and O(secret_paths) from
+        C(cargoship_engine), C(cargoship_registries) and so on (a variable the inventory does not set is
+        left out), and O(chart_values) from C(cargoship_chart_values) where O(with_charts) is set.
+        Options given in the task win.
+      - Done by the action plugin on the control host; the module never sees it.
+    type: bool
+    default: false
   layout:
     description:
       - Where the engine keeps its files on this host, as its settings say (M(cargoship.engine.engine_info)

@@ -37,6 +37,7 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules impo
     truthy,
 )
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, play_steps
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import value as run_option
 
 HOOKS = "hooks"  # what the report calls a task of the hooks role
 
@@ -175,7 +176,7 @@ class PlayAssessment:
             host: facts_of(self.answers.get(host, {}).get("detect_os"), self.answers.get(host, {}).get("host_facts"))
             for host in self.hosts
         }
-        result = outcome(facts, int(self.settings.get("cargoship_max_clock_skew", 30)))
+        result = outcome(facts, int(run_option(self.settings, "cargoship_max_clock_skew")))
         self.give(self.hosts[0], phase["name"], TASKS["validate_hosts"], result)
 
     def api_args(self) -> dict:
@@ -202,7 +203,7 @@ class PlayAssessment:
                 self.engine(host),
                 variables.get("cargoship_engine"),
                 "cargoship_pod_security" in variables,
-                variables.get("cargoship_pod_security_over_cis", False),
+                run_option(variables, "cargoship_pod_security_over_cis"),
             )
             if refusal:
                 self.give(host, phase["name"], TASKS["cis"], {"failed": True, "msg": refusal})
@@ -222,7 +223,7 @@ class PlayAssessment:
             self.give(host, phase["name"], TASKS["compare"], plan)
             self.keep_diff(host, plan)
             if not plan.get("failed"):
-                down = restart_reason(plan, self.engine(host), self.vars[host].get("cargoship_force", False))
+                down = restart_reason(plan, self.engine(host), run_option(self.vars[host], "cargoship_force"))
                 if down is not None:
                     restarts[host] = f" (it is {down} now)" if down else ""
         if self.failed_items():
@@ -232,7 +233,7 @@ class PlayAssessment:
             {
                 "names": [self.node_name(host) for host in self.hosts],
                 "state": "drained",
-                "force": self.settings.get("cargoship_drain_force", False),
+                "force": run_option(self.settings, "cargoship_drain_force"),
                 **self.api_args(),
             },
         )
@@ -288,4 +289,6 @@ def reported(phase: str, changes: list, reason: str | None = None) -> dict:
 
 
 def hooks_listed(point: str, entries: list) -> dict:
-    return reported(point, [f"would run hook {point}: {entry.get('name')}" for entry in entries if isinstance(entry, dict)])
+    return reported(
+        point, [f"would run hook {point}: {entry.get('name')}" for entry in entries if isinstance(entry, dict)]
+    )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import roles_of
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, plan
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import defaults, from_inventory
 
 # When the survey asks a read: in every run (what no run changes: the OS, the network, the clock), or in a
 # dry run only (what runs change is read again by a real run once it holds the lock).
@@ -47,16 +48,16 @@ def declared(operation: str = "engine-config-sync", selected: str | None = None)
     return [p for p in phases if p["name"] in planned and p.get("read")]
 
 
-def _trusted(value: object) -> object:
+def trusted(value: object) -> object:
     """The declaration's texts as templates: they come from the collection's own files, not from a host."""
     from ansible.template import trust_as_template
 
     if isinstance(value, str):
         return trust_as_template(value)
     if isinstance(value, dict):
-        return {key: _trusted(item) for key, item in value.items()}
+        return {key: trusted(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_trusted(item) for item in value]
+        return [trusted(item) for item in value]
     return value
 
 
@@ -64,8 +65,24 @@ def render(phase: dict, templar, variables: dict) -> dict:
     """The phase's read for one host: ``{"phase", "module", "args"}``, its arguments rendered with the host's
     variables (an argument that renders to ``omit`` is left out)."""
     read = phase["read"]
-    args = templar.copy_with_new_env(available_variables=variables).template(_trusted(read["args"]))
+    # A variable the host does not set has the table's default, as the role's own defaults give it.
+    with_defaults = dict(variables)
+    for name, value in defaults().items():
+        if with_defaults.get(name) is None:
+            with_defaults[name] = value
+    declared = from_inventory(read["args"]) if read["module"] == "engine_config" else read["args"]
+    args = templar.copy_with_new_env(available_variables=with_defaults).template(trusted(declared))
     return {"phase": phase["name"], "module": read["module"], "args": dict(args)}
+
+
+def with_inventory(args: dict, templar, variables: dict) -> dict:
+    """A task's engine_config arguments (already templated) with ``from_inventory`` spread: the desired state
+    from the host's variables, each variable the host does not set left out, the task's own arguments
+    winning (the engine_config action plugin)."""
+    spread = from_inventory(args)
+    templates = {key: value for key, value in spread.items() if key not in args}
+    rendered = templar.copy_with_new_env(available_variables=variables).template(trusted(templates))
+    return {**dict(rendered), **{key: value for key, value in spread.items() if key in args}}
 
 
 def concerns(phase: dict, host: str, variables: dict) -> bool:

@@ -85,10 +85,14 @@ class SurveyAnsweredAction(ActionBase):
         """The arguments as the module gets them (engine_config moves its credentials out)."""
         return args
 
+    def task_args(self, task_vars: dict) -> dict:
+        """The task's arguments, as the action takes them."""
+        return dict(self._task.args)
+
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
         result = super().run(tmp, task_vars)
-        args = dict(self._task.args)
+        args = self.task_args(task_vars)
         survey = args.pop("survey", None)
         found = answer_or_ask(self, self.MODULE, self.module_args(args), survey, task_vars)
         return merge_hash(result, found)

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
 AGREES = {
     "bool": {"bool"},
     "int": {"int"},
-    "str": {"str", "path"},
+    "str": {"str"},
+    "path": {"path"},
     "profile": {"str"},
     "concurrency": {"str", "raw"},
     "hooks": {"dict", "raw"},
