@@ -24,7 +24,7 @@ help:
 	@echo "make lab-down - remove every container, namespace, link and process of the lab"
 	@echo "make lint    - ansible-lint (production profile), ruff, ansible-test sanity"
 	@echo "make molecule - the molecule scenario (lab hosts, converge, testinfra verify)"
-	@echo "make docs    - write the phase tables and role argument specs from the phase declarations"
+	@echo "make docs    - write the phase and settings tables, role argument specs and role defaults (from the phase declarations and plugins/plugin_utils/_run_options.py)"
 	@echo "make compat  - the unit tests on Python 3.12 and 3.13 with ansible-core 2.20"
 	@echo "make dist    - the wheel (collection inside) and the source distribution, in dist/"
 	@echo "make collection - the collection tarball (for ansible-galaxy, AWX), in dist/"

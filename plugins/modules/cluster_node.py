@@ -65,7 +65,7 @@ requirements:
     in-cluster account only (a token or a client certificate needs nothing beyond Python)
 options:
   name:
-    description: The node. One of O(name), O(names) and O(node_of) is required.
+    description: The node. Exactly one of O(name), O(names) and O(node_of) is given.
     type: str
   node_of:
     description: With O(state=known), each inventory host mapped to its node name.
@@ -218,6 +218,8 @@ node_state:
 
 import time
 import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
@@ -242,20 +244,80 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes impor
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, KubeApi
 
-HANDLERS = {
-    ("known", "node_of"): check_known,
-    ("safe_to_stop", "name"): check_safe_to_stop,
-    ("drained", "name"): drained,
-    ("drained", "names"): drains_assessed,
-    ("uncordoned", "name"): uncordoned,
-    ("ready", "name"): one_ready,
-    ("ready", "names"): all_ready,
-    ("labeled", "name"): labeled,
-    ("released", "names"): release,
+
+@dataclass(frozen=True)
+class State:
+    """One state on one kind of target: its handler and the options it reads (besides the target, the
+    state and the API connection). An option the state does not read, given anyway, is refused."""
+
+    handler: Callable
+    options: frozenset = frozenset()
+    check_mode_only: bool = False
+
+
+# Options of the drain (pods_to_evict and drain in module_utils/_kube_nodes.py).
+DRAIN = frozenset(
+    {
+        "timeout",
+        "retry_delay",
+        "ignore_daemonsets",
+        "delete_emptydir_data",
+        "force",
+        "owner",
+        "kubelet_down",
+        "fresh_within",
+    }
+)
+# Options of the check that the cluster can lose a controller.
+SAFE_TO_STOP = frozenset({"timeout", "fresh_within", "api_port", "allow_quorum_loss"})
+STATES = {
+    ("known", "node_of"): State(check_known),
+    ("safe_to_stop", "name"): State(check_safe_to_stop, SAFE_TO_STOP),
+    ("drained", "name"): State(drained, DRAIN | SAFE_TO_STOP | {"only_if_safe_to_stop"}),
+    ("drained", "names"): State(drains_assessed, DRAIN, check_mode_only=True),
+    ("uncordoned", "name"): State(uncordoned, frozenset({"owner"})),
+    ("ready", "name"): State(one_ready, frozenset({"timeout", "restarted_after", "uncordon", "owner"})),
+    ("ready", "names"): State(all_ready, frozenset({"timeout"})),
+    ("labeled", "name"): State(labeled, frozenset({"labels"})),
+    ("released", "names"): State(release, frozenset({"fresh_within"})),
 }
-CHECK_MODE_ONLY = {drains_assessed}
 # The states that wait (for pods to go, for Ready, for a learner): their API calls retry until their timeout.
 WAITS = frozenset({"drained", "ready", "safe_to_stop"})
+TARGETS = ("name", "names", "node_of")
+OPTIONS = {
+    "timeout": {"type": "int", "default": 300},
+    "retry_delay": {"type": "int", "default": 5},
+    "ignore_daemonsets": {"type": "bool", "default": True},
+    "delete_emptydir_data": {"type": "bool", "default": True},
+    "force": {"type": "bool", "default": False},
+    "owner": {"type": "str"},
+    "labels": {"type": "dict", "default": {}},
+    "restarted_after": {"type": "str"},
+    "fresh_within": {"type": "int", "default": 45},
+    "kubelet_down": {"type": "str"},
+    "api_port": {"type": "int", "default": 6443},
+    "allow_quorum_loss": {"type": "bool", "default": False},
+    "uncordon": {"type": "bool", "default": False},
+    "only_if_safe_to_stop": {"type": "bool", "default": False},
+}
+
+
+def state_for(params: dict, check_mode: bool) -> tuple[State | None, str]:
+    """The state's entry for the target given, or None and why not (a wrong target, an option it does
+    not read)."""
+    target = "node_of" if params["node_of"] else ("names" if params["names"] is not None else "name")
+    entry = STATES.get((params["state"], target))
+    if entry is None or (entry.check_mode_only and not check_mode):
+        valid = [
+            t for (state, t), e in STATES.items() if state == params["state"] and (check_mode or not e.check_mode_only)
+        ]
+        return None, f"state={params['state']} works on {' or '.join(valid)}, not {target}"
+    unread = sorted(
+        name for name, spec in OPTIONS.items() if params[name] != spec.get("default") and name not in entry.options
+    )
+    if unread:
+        return None, f"state={params['state']} does not use {', '.join(unread)}"
+    return entry, target
 
 
 def main() -> None:
@@ -263,43 +325,20 @@ def main() -> None:
         argument_spec={
             "name": {"type": "str"},
             "names": {"type": "list", "elements": "str"},
-            "state": {
-                "type": "str",
-                "required": True,
-                "choices": ["drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop", "known"],
-            },
+            "state": {"type": "str", "required": True, "choices": sorted({state for state, _target in STATES})},
             "node_of": {"type": "dict"},
-            "owner": {"type": "str"},
             **ARGUMENT_SPEC,
-            "timeout": {"type": "int", "default": 300},
-            "retry_delay": {"type": "int", "default": 5},
-            "ignore_daemonsets": {"type": "bool", "default": True},
-            "delete_emptydir_data": {"type": "bool", "default": True},
-            "force": {"type": "bool", "default": False},
-            "labels": {"type": "dict", "default": {}},
-            "restarted_after": {"type": "str"},
-            "fresh_within": {"type": "int", "default": 45},
-            "kubelet_down": {"type": "str"},
-            "api_port": {"type": "int", "default": 6443},
-            "allow_quorum_loss": {"type": "bool", "default": False},
-            "uncordon": {"type": "bool", "default": False},
-            "only_if_safe_to_stop": {"type": "bool", "default": False},
+            **OPTIONS,
         },
-        required_one_of=[("name", "names", "node_of")],
+        required_one_of=[TARGETS],
+        mutually_exclusive=[TARGETS],
         supports_check_mode=True,
     )
     p = module.params
-    if p["name"] and p["names"]:
-        module.fail_json(msg="name and names are mutually exclusive")
-    target = "node_of" if p["node_of"] else ("names" if p["names"] is not None else "name")
-    handler = HANDLERS.get((p["state"], target))
-    if handler is None or (handler in CHECK_MODE_ONLY and not module.check_mode):
-        valid = [
-            t
-            for (state, t), h in HANDLERS.items()
-            if state == p["state"] and (module.check_mode or h not in CHECK_MODE_ONLY)
-        ]
-        module.fail_json(msg=f"state={p['state']} works on {' or '.join(valid)}, not {target}")
+    entry, target = state_for(p, module.check_mode)
+    if entry is None:
+        module.fail_json(msg=target)
+    handler = entry.handler
     try:
         api = KubeApi(api_client(p))
         if p["state"] in WAITS and not module.check_mode:

@@ -262,7 +262,19 @@ def test_a_run_releasing_what_it_took_leaves_another_runs_lock_alone(lock):
         ({"state": "released", "name": "w1"}, False, "state=released works on names, not name"),
         ({"state": "drained", "names": ["w1"]}, False, "state=drained works on name, not names"),
         ({"state": "known", "name": "w1"}, False, "state=known works on node_of, not name"),
-        ({"state": "ready", "name": "w1", "names": ["w2"]}, False, "name and names are mutually exclusive"),
+        (
+            {"state": "ready", "name": "w1", "names": ["w2"]},
+            False,
+            "parameters are mutually exclusive: name|names|node_of",
+        ),
+        # An option the state does not read is refused, naming it, rather than silently ignored.
+        (
+            {"state": "labeled", "name": "w1", "owner": "run-1", "timeout": 9},
+            False,
+            "state=labeled does not use owner, timeout",
+        ),
+        ({"state": "uncordoned", "name": "w1", "force": True}, False, "state=uncordoned does not use force"),
+        ({"state": "ready", "names": ["w1"], "uncordon": True}, False, "state=ready does not use uncordon"),
     ],
 )
 def test_cluster_node_says_what_each_state_works_on(args, check_mode, message, tmp_path):
@@ -271,11 +283,36 @@ def test_cluster_node_says_what_each_state_works_on(args, check_mode, message, t
     assert result["failed"] and result["msg"] == message
 
 
-def test_every_state_of_cluster_node_has_a_handler():
+def test_every_state_of_cluster_node_has_a_handler_that_reads_exactly_its_declared_options():
+    """Each state's entry names the options its handler reads; read from the handler's own code (and the
+    helpers it calls), so an option a handler starts to read cannot stay refused, nor a dropped one taken."""
+    import ast
+    import inspect
+    import re
+
+    from ansible_collections.cargoship.engine.plugins.module_utils import _kube_nodes
     from ansible_collections.cargoship.engine.plugins.modules import cluster_node
 
-    states = {state for state, _target in cluster_node.HANDLERS}
+    states = {state for state, _target in cluster_node.STATES}
     assert states == {"drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop", "known"}
+    source = inspect.getsource(_kube_nodes)
+    functions = {n.name: n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+
+    def reads(name: str, seen: set) -> set:
+        if name in seen or name not in functions:
+            return set()
+        seen.add(name)
+        code = ast.get_source_segment(source, functions[name])
+        found = set(re.findall(r"""(?:\bp|params)(?:\[|\.get\()["'](\w+)["']""", code))
+        for called in set(re.findall(r"\b(\w+)\(", code)) - {name}:
+            found |= reads(called, seen)
+        return found
+
+    for (state, target), entry in cluster_node.STATES.items():
+        read = reads(entry.handler.__name__, set()) & set(cluster_node.OPTIONS)
+        # The waits' API calls also ride out "not yet" answers until the timeout (the module sets it).
+        read |= {"timeout"} if state in cluster_node.WAITS else set()
+        assert read == set(entry.options), (state, target)
 
 
 def test_engine_info_runs_on_a_host_without_the_engine():
