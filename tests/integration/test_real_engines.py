@@ -4,6 +4,7 @@ kubelet leaves its old Ready=True behind, a start can wait for ever, a crash loo
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import subprocess
 import threading
@@ -531,3 +532,14 @@ def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_
     assert not lab.core.read_node("c1").spec.unschedulable
     assert "nonResourceURLs" not in lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
     assert lab.starts("w1") == worker_starts, "the worker after the failed controller was not touched"
+    # The apiserver static pod as the restored start wrote it (RKE2 pkg/podtemplate; real-engines.md):
+    # its arguments name the files the server loaded, FILE_HASH is the sha256 of their contents, so the
+    # mirror pod in the API shows what the apiserver runs with, not what the files say later.
+    container = lab.core.read_namespaced_pod("kube-apiserver-c1", "kube-system").spec.containers[0]
+    paths = [arg.split("=", 1)[1] for arg in container.args]
+    assert sorted(arg.split("=", 1)[0] for arg in container.args) == [
+        "--admission-control-config-file",
+        "--audit-policy-file",
+    ]
+    contents = b"".join(lab.sh("c1", f"cat {path}").stdout.encode() for path in paths)
+    assert {env.name: env.value for env in container.env}["FILE_HASH"] == hashlib.sha256(contents).hexdigest()

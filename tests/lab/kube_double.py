@@ -87,6 +87,8 @@ RESOURCES = [
     Resource("", "v1", "events", "Event", True, ("ev",)),
     Resource("apps", "v1", "daemonsets", "DaemonSet", True, ("ds",)),
     Resource("apps", "v1", "replicasets", "ReplicaSet", True, ("rs",)),
+    # helm-controller's helm-install-<chart> jobs (real-engines.md, "What a running engine shows").
+    Resource("batch", "v1", "jobs", "Job", True),
     Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", True, ("pdb",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("helm.cattle.io", "v1", "helmchartconfigs", "HelmChartConfig", True),
