@@ -61,17 +61,22 @@ def trusted(value: object) -> object:
     return value
 
 
+def with_defaults(variables: dict) -> dict:
+    """The host's variables with the table's default for each run option the host does not set, as the
+    roles' own defaults give them (the survey renders every phase's read in the connect phase)."""
+    layered = dict(variables)
+    for name, value in defaults().items():
+        if layered.get(name) is None:
+            layered[name] = value
+    return layered
+
+
 def render(phase: dict, templar, variables: dict) -> dict:
     """The phase's read for one host: ``{"phase", "module", "args"}``, its arguments rendered with the host's
-    variables (an argument that renders to ``omit`` is left out)."""
+    variables as ``with_defaults`` gives them (an argument that renders to ``omit`` is left out)."""
     read = phase["read"]
-    # A variable the host does not set has the table's default, as the role's own defaults give it.
-    with_defaults = dict(variables)
-    for name, value in defaults().items():
-        if with_defaults.get(name) is None:
-            with_defaults[name] = value
     declared = from_inventory(read["args"]) if read["module"] == "engine_config" else read["args"]
-    args = templar.copy_with_new_env(available_variables=with_defaults).template(trusted(declared))
+    args = templar.copy_with_new_env(available_variables=variables).template(trusted(declared))
     return {"phase": phase["name"], "module": read["module"], "args": dict(args)}
 
 
@@ -96,8 +101,9 @@ def survey_calls(templar, variables: dict, check_mode: bool, selected: str | Non
     """The survey's calls for one host: every planned phase's read that concerns it, in a dry run; in a real
     run only the reads whose answers hold there."""
     host = variables.get("inventory_hostname", "")
+    layered = with_defaults(variables)  # once for the host, not once per read
     return [
-        render(phase, templar, variables)
+        render(phase, templar, layered)
         for phase in declared(selected=selected)
         if (check_mode or phase["read"]["survey"] == "every run") and concerns(phase, host, variables)
     ]
@@ -110,4 +116,4 @@ def read_of(phase_name: str, templar, variables: dict) -> dict:
     if phase is None:
         names = ", ".join(p["name"] for p in reading)
         raise ValueError(f"phase {phase_name!r} declares no read; the phases with one: {names}")
-    return render(phase, templar, variables)
+    return render(phase, templar, with_defaults(variables))

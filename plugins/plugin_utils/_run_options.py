@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import VARIABLES
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import truthy
 
 
 class _Unset:
@@ -387,11 +388,10 @@ def desired_state_templates(with_charts: bool) -> dict:
 def from_inventory(args: dict) -> dict:
     """engine_config's arguments with ``from_inventory`` spread into the desired-state templates (the
     arguments given win), for the caller to template with the host's variables."""
-    if not args.get("from_inventory") or str(args.get("from_inventory")).lower() in ("false", "no", "0"):
-        return {key: value for key, value in args.items() if key != "from_inventory"}
-    with_charts = str(args.get("with_charts", False)).lower() in ("true", "yes", "1", "on")
     given = {key: value for key, value in args.items() if key != "from_inventory"}
-    return {**desired_state_templates(with_charts), **given}
+    if not truthy(args.get("from_inventory")):
+        return given
+    return {**desired_state_templates(truthy(args.get("with_charts", False))), **given}
 
 
 def default(name: str) -> object:
