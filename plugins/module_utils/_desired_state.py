@@ -83,6 +83,7 @@ def engine_paths(engine: str, layout: dict | None = None) -> dict:
         if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
             raise InputError(f"the engine's {what} {path!r} is not an absolute path: cargoship cannot place its files")
     return {
+        "data_dir": data,
         "config_dropin": f"{config}.d/90-cargoship.yaml",
         "registries": registries,
         "audit_policy": f"{data}/server/cargoship-audit-policy.yaml",

@@ -4,7 +4,8 @@
 
 The node_sync role (roles/node_sync/tasks/main.yml) goes through them top to bottom: it opens the window
 (``OPENED``), then drains (cluster_node), stops (engine_service), puts the new files in place
-(engine_config), starts (engine_service), waits until a new kubelet is Ready and uncordons (cluster_node).
+(engine_config), starts (engine_service), waits until a new kubelet is Ready (cluster_node), proves that the
+engine loaded the new files, stamps and uncordons (engine_proof).
 Each of those modules returns the state its step left the node in as ``node_state``; on a failure the
 rollback (restore.yml) puts the previous files back (engine_config). plugin_utils/_node_progress.py follows
 the states a run's results report, so that a node left part-way is named with what it had done.
@@ -41,6 +42,6 @@ NEXT = {
     STOPPED: "writing the new configuration",
     WRITTEN: "the engine start",
     STARTED: "the wait for Ready",
-    READY: "the uncordon",
+    READY: "the proof that the engine loaded the new files, and the uncordon",
     RESTORED: "the restart on the previous configuration",
 }

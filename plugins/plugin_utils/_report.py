@@ -106,6 +106,8 @@ class RunReport:
         for note in result.get("kept") or []:
             if note not in entry.setdefault("notes", []):
                 entry["notes"].append(note)
+        # What a restarted node was proven to run, and how (the engine_proof action).
+        entry.setdefault("proven", []).extend(result.get("proven") or [])
         if status in ("failed", "unreachable"):
             entry["failed"] = True
             entry["messages"].append(f"{task_name}: {result.get('msg', status)}")
@@ -181,6 +183,7 @@ class RunReport:
                         "changes": entry["changes"],
                         **({"messages": entry["messages"]} if entry["messages"] else {}),
                         **({"notes": entry["notes"]} if entry.get("notes") else {}),
+                        **({"proven": entry["proven"]} if entry.get("proven") else {}),
                         **({"node": self.nodes[host]} if host in self.nodes else {}),
                         **({"locked_by": entry["locked_by"]} if entry.get("locked_by") else {}),
                     }
@@ -246,6 +249,7 @@ def phase_lines(phase: dict) -> list[str]:
         elif detail.get("messages") and detail["status"] == "failed":
             lines.append(f"{label}: {detail['messages'][-1]}")
         lines += [f"{label}: {note}" for note in detail.get("notes") or []]
+        lines += [f"{label}: proven {line}" for line in detail.get("proven") or []]
     if not lines and phase["status"] in ("unassessed", "skipped") and phase["hosts"]:
         lines.append(next(iter(phase["hosts"].values())).get("messages", [""])[0])
     return lines

@@ -238,6 +238,16 @@ OPTIONS: tuple[Option, ...] = (
         roles=(*SYNC, "hooks:cluster_ready"),
     ),
     Option(
+        "cargoship_proof_timeout",
+        "int",
+        "rollout",
+        "Seconds to wait, once a restarted node is Ready, for the Kubernetes API to show the evidence that its "
+        "engine loaded what was written (its node-args annotation, RKE2's apiserver mirror pod); a node not "
+        "proven by then is rolled back.",
+        default=60,
+        roles=SYNC,
+    ),
+    Option(
         "cargoship_force",
         "bool",
         "rollout",

@@ -115,7 +115,8 @@ ENGINE_AND_DRAIN = {
     "Drain the node",
     "Stop the engine",
     "Start the engine",
-    "Wait until the node is Ready, then uncordon it",
+    "Wait until the node is Ready",
+    "Prove the engine runs the new configuration, then stamp and uncordon the node",
 }
 
 

@@ -3,14 +3,17 @@ kubelet leaves its old Ready=True behind, a start can wait for ever, a crash loo
 
 from __future__ import annotations
 
+import copy
 import datetime
 import hashlib
 import json
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 from helpers import (
     budget_refusing_every_eviction,
     cargoship,
@@ -391,6 +394,77 @@ def test_a_definite_refusal_of_the_api_fails_at_once_with_its_message(k3s_fleet,
         assert not lab.core.read_node(name).spec.unschedulable
 
 
+KEEP_PREVIOUS = "/etc/cargoship-lab/keep-previous-config"
+EXAMPLE = yaml.safe_load((Path(__file__).resolve().parents[2] / "examples" / "group_vars" / "all.yml").read_text())
+
+
+def stamp_of(lab, name: str) -> dict | None:
+    text = (lab.core.read_node(name).metadata.annotations or {}).get("cargoship.io/proven")
+    return json.loads(text) if text else None
+
+
+def proven_lines(report: dict, host: str) -> list[str]:
+    return [
+        line
+        for phase in report["phases"]
+        if phase["name"] in ("sync_controller", "sync_worker")
+        for line in phase["hosts"].get(host, {}).get("proven", [])
+    ]
+
+
+def test_a_restarted_node_is_proven_to_run_what_was_written_and_one_whose_engine_kept_its_old_files_is_rolled_back(
+    k3s_fleet, tmp_path
+):
+    lab, _converged = k3s_fleet
+    # The run that converged the fleet proved and stamped every node it restarted.
+    first = {name: stamp_of(lab, name) for name in ("c1", "w1", "w2")}
+    assert all(first.values()), first
+    assert first["w1"]["digest"] == first["w2"]["digest"] != first["c1"]["digest"]
+    assert first["c1"]["kinds"] == ["audit_policy", "pod_security", "registries"]
+
+    two_mirrors = copy.deepcopy(EXAMPLE["cargoship_registries"])
+    two_mirrors["mirrors"]["ghcr.io"] = {"endpoint": ["mirror.internal.example:5000"]}
+    inventory = desired_inventory(lab, tmp_path / "two", cargoship_registries=two_mirrors)
+    report_path = tmp_path / "report.json"
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--report-json", str(report_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    report = json.loads(report_path.read_text())
+    for name in ("c1", "w1", "w2"):
+        assert "registries: containerd hosts.toml for 2 registries matches" in proven_lines(report, name), name
+        stamp = stamp_of(lab, name)
+        assert stamp["run"] == report["run_id"] and stamp["digest"] != first[name]["digest"]
+        # The engine's own fingerprint at the proof: what a later restart on other files would change.
+        annotations = lab.core.read_node(name).metadata.annotations
+        assert stamp["node_config_hash"] == annotations["k3s.io/node-config-hash"]
+    # k3s shows which file its apiserver was given, not a hash of it: the line says so.
+    assert (
+        "audit policy: loaded (k3s started with audit-policy-file=/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml;"
+        " it shows no hash of the file)" in proven_lines(report, "c1")
+    )
+    assert "w1: proven registries: containerd hosts.toml for 2 registries matches" in output
+
+    # w1's engine keeps the configuration of its previous start, as an engine that ignores a file would: its
+    # restart and its Ready prove nothing; its containerd's hosts.toml still lists two registries.
+    lab.sh("w1", f"touch {KEEP_PREVIOUS}")
+    w1_files, w2_state = engine_files(lab, "w1"), (engine_files(lab, "w2"), lab.starts("w2"))
+    try:
+        back = desired_inventory(lab, tmp_path / "one")
+        result = cargoship("engine-config-sync", "-i", str(back), "--confirm", timeout=600)
+    finally:
+        lab.sh("w1", f"rm -f {KEEP_PREVIOUS}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "node w1 does not run what was written: registries: containerd's generated hosts.toml" in output
+    assert "ghcr.io (https://mirror.internal.example:5000)" in output
+    assert "Previous configuration restored" in output
+    assert engine_files(lab, "w1") == w1_files, "w1 has its previous files back"
+    assert not lab.core.read_node("w1").spec.unschedulable
+    assert stamp_of(lab, "w1")["run"] == report["run_id"], "the stamp is written only after a proof"
+    assert stamp_of(lab, "c1")["run"] != report["run_id"], "c1, before w1, was proven by this run"
+    assert (engine_files(lab, "w2"), lab.starts("w2")) == w2_state, "the node after w1 was not touched"
+
+
 @pytest.fixture(scope="module")
 def two_controllers(lab_manager, tmp_path_factory):
     return converged_lab(lab_manager, tmp_path_factory.mktemp("two"), hosts=3, controllers=2, engine="k3s")
@@ -508,10 +582,15 @@ def test_a_controller_is_not_stopped_while_etcd_is_unhealthy(two_controllers):
     assert lab.starts("c1") == before[1] + 1
 
 
-def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_manager, tmp_path):
-    lab, _converged = converged_lab(
-        lab_manager, tmp_path / "converged", hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1"
+@pytest.fixture(scope="module")
+def rke2_fleet(lab_manager, tmp_path_factory):
+    return converged_lab(
+        lab_manager, tmp_path_factory.mktemp("rke2"), hosts=2, controllers=1, engine="rke2", version="v1.30.2+rke2r1"
     )
+
+
+def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(rke2_fleet, tmp_path):
+    lab, _converged = rke2_fleet
     # Valid to cargoship, refused by kube-apiserver: RKE2's static pod crash-loops and the server never
     # signals READY, so `systemctl start` would wait for ever.
     broken = {
@@ -543,3 +622,42 @@ def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(lab_
     ]
     contents = b"".join(lab.sh("c1", f"cat {path}").stdout.encode() for path in paths)
     assert {env.name: env.value for env in container.env}["FILE_HASH"] == hashlib.sha256(contents).hexdigest()
+
+
+def test_an_rke2_apiserver_is_proven_by_its_file_hash_and_one_that_kept_its_old_files_is_rolled_back(rke2_fleet, tmp_path):
+    lab, _converged = rke2_fleet
+    policy = copy.deepcopy(EXAMPLE["cargoship_audit_policy"])
+    policy["rules"].insert(0, {"level": "RequestResponse", "resources": [{"group": "", "resources": ["pods"]}]})
+    inventory = desired_inventory(lab, tmp_path / "new", cargoship_audit_policy=policy)
+    report_path = tmp_path / "report.json"
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--report-json", str(report_path))
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    report = json.loads(report_path.read_text())
+    # The apiserver runs with the files' contents, not only their names: RKE2's FILE_HASH says so.
+    assert "audit policy: loaded (apiserver FILE_HASH matches)" in proven_lines(report, "c1")
+    assert "pod security: loaded (apiserver FILE_HASH matches)" in proven_lines(report, "c1")
+    container = lab.core.read_namespaced_pod("kube-apiserver-c1", "kube-system").spec.containers[0]
+    stamp = stamp_of(lab, "c1")
+    assert stamp["run"] == report["run_id"]
+    assert stamp["apiserver_file_hash"] == {env.name: env.value for env in container.env}["FILE_HASH"]
+    assert proven_lines(report, "w1") == [], "the worker had nothing to restart, so nothing to prove"
+
+    # c1's engine keeps its previous start's configuration: its static pod still carries the old FILE_HASH.
+    policy["rules"][0]["level"] = "Request"
+    changed = desired_inventory(lab, tmp_path / "changed", cargoship_audit_policy=policy)
+    audit_before = lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
+    worker_starts = lab.starts("w1")
+    lab.sh("c1", f"touch {KEEP_PREVIOUS}")
+    try:
+        result = cargoship("engine-config-sync", "-i", str(changed), "--confirm", timeout=600)
+    finally:
+        lab.sh("c1", f"rm -f {KEEP_PREVIOUS}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "node c1 does not run what was written: audit policy: the kube-apiserver static pod's FILE_HASH" in output
+    assert "Previous configuration restored" in output
+    assert lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout == audit_before
+    assert not lab.core.read_node("c1").spec.unschedulable
+    assert stamp_of(lab, "c1")["run"] == report["run_id"], "no stamp without a proof"
+    assert lab.starts("w1") == worker_starts

@@ -207,6 +207,8 @@ class RunningLab:
 # What a test can change on a host and a later test would meet: the engine's configuration and server
 # files (chart manifests, policies), the lab's switches (start delay, kubelet down, engine version),
 # cargoship's lock and backups, sudo's rules. The stand-in's own records (its lab/ directory) are not.
+# The stamp cargoship writes on a node it proved (plugins/plugin_utils/_proof.py).
+PROVEN = "cargoship.io/proven"
 FINGERPRINTED = (
     "etc/rancher",
     "var/lib/rancher/{engine}/server",
@@ -284,10 +286,16 @@ class LabManager:
             prints[f"host {name}"] = {"files": file_prints(root, lab.engine), "engine": active.stdout.strip()}
         for node in lab.core.list_node().items:
             meta = node.metadata
+            annotations = dict(meta.annotations or {})
+            if PROVEN in annotations:
+                # A node's stamp names the run that proved it: a later run proving the same state on the
+                # same engine evidence leaves the lab as it was for the next test.
+                stamp = json.loads(annotations[PROVEN])
+                annotations[PROVEN] = {k: v for k, v in stamp.items() if k != "run"}
             prints[f"node {meta.name}"] = {
                 "unschedulable": bool(node.spec.unschedulable),
                 "labels": meta.labels or {},
-                "annotations": meta.annotations or {},
+                "annotations": annotations,
                 "taints": sorted(str(t.to_dict()) for t in node.spec.taints or []),
             }
         pods: dict[str, list[str]] = {}

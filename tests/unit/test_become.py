@@ -16,6 +16,7 @@ NEEDS_ROOT = {
     "cargoship.engine.engine_info": "reads the engine's root-only config files (node name, paths)",
     "ansible.builtin.slurp": "reads the engine's root-only admin kubeconfig",
     "cargoship.engine.host_survey": "answers the calls of the modules above in one round",
+    "cargoship.engine.engine_proof": "reads what the engine generated in its root-only data-dir (engine_evidence)",
 }
 KEYWORDS = {"name", "become", "when", "register", "vars", "tags", "block", "rescue", "always", "loop", "loop_control"}
 

@@ -68,3 +68,188 @@ def test_a_helm_install_jobs_hash_follows_the_values(engine):
     assert engine.values_hash("replicas: 2") == "sha256:" + hashlib.sha256(b"replicas: 2").hexdigest()
     assert engine.values_hash("replicas: 2") != engine.values_hash("replicas: 3")
     assert engine.values_hash("") != engine.values_hash("replicas: 2")
+
+
+# -- the proof's reading of that evidence (plugins/module_utils/_engine_evidence.py) -------------------------
+
+EXAMPLE_REGISTRIES = {
+    "mirrors": {
+        "docker.io": {"endpoint": ["https://registry.internal.example:5000"]},
+        "*": {"endpoint": ["mirror.internal.example"]},
+    },
+    "configs": {"registry.internal.example:5000": {"auth": {"username": "u", "password": "pull-s3cret"}}},
+}
+
+
+def _host(tmp_path, engine, registries=None, dropin=None):
+    """A host's files under tmp_path, laid out as the engine keeps them (layout: config file, data-dir,
+    registries file), with ``registries`` and cargoship's ``dropin`` written as they would be."""
+    import yaml
+
+    layout = {
+        "config_file": str(tmp_path / "etc" / "config.yaml"),
+        "data_dir": str(tmp_path / "data"),
+        "private_registry": str(tmp_path / "etc" / "registries.yaml"),
+    }
+    (tmp_path / "etc" / "config.yaml.d").mkdir(parents=True)
+    (tmp_path / "data" / "server").mkdir(parents=True)
+    if registries is not None:
+        Path(layout["private_registry"]).write_text(yaml.safe_dump(registries))
+    if dropin is not None:
+        (tmp_path / "etc" / "config.yaml.d" / "90-cargoship.yaml").write_text(yaml.safe_dump(dropin))
+    return layout
+
+
+def test_registries_are_proven_by_the_hosts_toml_the_engine_generated_and_never_by_a_hand_written_one(engine, tmp_path):
+    from ansible_collections.cargoship.engine.plugins.module_utils import _engine_evidence as evidence
+
+    layout = _host(tmp_path, "k3s", EXAMPLE_REGISTRIES)
+    # The engine generated both at its start (the stand-in's own writer, as k3s's).
+    engine.write_hosts_toml("k3s", layout["data_dir"], EXAMPLE_REGISTRIES["mirrors"])
+    found = evidence.read_on_host("k3s", "agent", layout, ["registries"])
+    assert "pull-s3cret" not in str(found), "the registries file's credentials are never read into the evidence"
+    result = evidence.host_findings(found)
+    assert result == {
+        "proven": ["registries: containerd hosts.toml for 2 registries matches"],
+        "differs": [],
+        "expect": [],
+    }
+    # registries.yaml gains a mirror the engine did not load (it kept its previous start's configuration).
+    more = {**EXAMPLE_REGISTRIES, "mirrors": {**EXAMPLE_REGISTRIES["mirrors"], "ghcr.io": {"endpoint": ["m.example/"]}}}
+    Path(layout["private_registry"]).write_text(__import__("yaml").safe_dump(more))
+    (differs,) = evidence.host_findings(evidence.read_on_host("k3s", "agent", layout, ["registries"]))["differs"]
+    assert differs.startswith("registries: containerd's generated hosts.toml (written at the engine's start) list ")
+    assert "ghcr.io (https://m.example)" in differs
+    # A hosts.toml someone wrote by hand is not the engine's evidence.
+    manual = Path(layout["data_dir"]) / "agent" / "etc" / "containerd" / "certs.d" / "ghcr.io"
+    manual.mkdir()
+    (manual / "hosts.toml").write_text('[host."https://m.example/v2"]\n')
+    assert evidence.host_findings(evidence.read_on_host("k3s", "agent", layout, ["registries"]))["differs"]
+
+
+def test_an_rke2_apiserver_is_proven_by_the_file_hash_of_its_static_pod_against_the_files_on_disk(engine, tmp_path):
+    import yaml
+
+    from ansible_collections.cargoship.engine.plugins.module_utils import _engine_evidence as evidence
+    from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import engine_paths
+
+    layout = _host(tmp_path, "rke2")
+    paths = engine_paths("rke2", layout)
+    Path(paths["audit_policy"]).write_text("kind: Policy\nrules: []\n")
+    Path(layout["config_file"] + ".d/90-cargoship.yaml").write_text(
+        yaml.safe_dump({"audit-policy-file": paths["audit_policy"]})
+    )
+    args = engine.apiserver_pod_args({"audit-policy": paths["audit_policy"]})
+    manifest = Path(layout["data_dir"]) / "agent" / "pod-manifests" / "kube-apiserver.yaml"
+    manifest.parent.mkdir(parents=True)
+
+    def started() -> None:  # the static pod as RKE2 writes it at start
+        pod = {
+            "spec": {"containers": [{"args": args, "env": [{"name": "FILE_HASH", "value": engine.file_hash(args)}]}]}
+        }
+        manifest.write_text(yaml.safe_dump(pod))
+
+    started()
+    result = evidence.host_findings(evidence.read_on_host("rke2", "server", layout, ["audit_policy"]))
+    assert result["differs"] == []
+    (expect,) = result["expect"]
+    assert expect["node_args"] == [["audit-policy-file", paths["audit_policy"]]]
+    assert expect["file_hash"] == engine.file_hash(args)
+    # The file changes and the engine is not restarted on it (or ignores it): the static pod's hash is old.
+    Path(paths["audit_policy"]).write_text("kind: Policy\nrules: [{level: None}]\n")
+    (differs,) = evidence.host_findings(evidence.read_on_host("rke2", "server", layout, ["audit_policy"]))["differs"]
+    assert "the kube-apiserver static pod's FILE_HASH" in differs and "not that of the files on disk" in differs
+    started()
+    assert not evidence.host_findings(evidence.read_on_host("rke2", "server", layout, ["audit_policy"]))["differs"]
+
+
+def test_the_api_part_of_the_proof_reads_node_args_in_both_spellings_and_the_mirror_pods_file_hash():
+    import json
+
+    from ansible_collections.cargoship.engine.plugins.module_utils._engine_evidence import api_findings
+
+    expect = [
+        {
+            "kind": "audit_policy",
+            "title": "audit policy",
+            "node_args": [["kube-apiserver-arg", "audit-policy-file=/p"]],
+            "absent": [],
+        },
+        {"kind": "pod_security", "title": "pod security", "node_args": [], "absent": ["/ps"]},
+    ]
+
+    def annotations(*args):
+        return {"k3s.io/node-args": json.dumps(["server", *args])}
+
+    ok = api_findings(expect, "k3s", annotations("--kube-apiserver-arg", "audit-policy-file=/p"), None)
+    assert ok["differs"] == [] and ok["proven"][1] == "pod security: removed (the engine no longer starts with it)"
+    assert not api_findings(expect, "k3s", annotations("--kube-apiserver-arg=audit-policy-file=/p"), None)["differs"]
+    (missing,) = api_findings(expect, "k3s", annotations("--kube-apiserver-arg", "audit-policy-file=/old"), None)[
+        "differs"
+    ]
+    assert (
+        missing == "audit policy: the engine did not start with kube-apiserver-arg audit-policy-file=/p (its node-args)"
+    )
+    left = api_findings(
+        expect,
+        "k3s",
+        annotations("--kube-apiserver-arg", "audit-policy-file=/p", "--kube-apiserver-arg", "x=/ps"),
+        None,
+    )["differs"]
+    assert left == ["pod security: the engine still starts with /ps (its node-args)"]
+    assert api_findings(expect, "k3s", {}, None)["differs"][0].endswith("has no k3s.io/node-args annotation")
+    hashed = [{**expect[0], "file_hash": "a" * 64}]
+    pod = {"spec": {"containers": [{"env": [{"name": "FILE_HASH", "value": "b" * 64}]}]}}
+    with_args = annotations("--kube-apiserver-arg", "audit-policy-file=/p")
+    assert (
+        "FILE_HASH bbbbbbbbbbbb"
+        in api_findings(hashed, "rke2", {"rke2.io/node-args": with_args["k3s.io/node-args"]}, pod)["differs"][0]
+    )
+    pod["spec"]["containers"][0]["env"][0]["value"] = "a" * 64
+    assert api_findings(hashed, "rke2", {"rke2.io/node-args": with_args["k3s.io/node-args"]}, pod)["proven"] == [
+        "audit policy: loaded (apiserver FILE_HASH matches)"
+    ]
+
+
+def test_the_desired_digest_follows_what_a_node_should_run_and_not_its_credentials():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._proof import (
+        desired_digest,
+        kinds_named,
+        read_stamp,
+        stamp_text,
+    )
+
+    state = {"engine": "k3s", "registries": EXAMPLE_REGISTRIES, "audit_policy": {"kind": "Policy", "rules": []}}
+    digest = desired_digest(state, "server")
+    assert digest.startswith("sha256:") and digest == desired_digest(dict(state), "server")
+    assert digest != desired_digest(state, "agent"), "a worker has no audit policy"
+    assert desired_digest(state, "agent") == desired_digest({**state, "audit_policy": "absent"}, "agent")
+    other_password = {
+        **EXAMPLE_REGISTRIES,
+        "configs": {"registry.internal.example:5000": {"auth": {"username": "u", "password": "x"}}},
+    }
+    assert desired_digest({**state, "registries": other_password}, "server") == digest
+    other_mirror = {**EXAMPLE_REGISTRIES, "mirrors": {"docker.io": {"endpoint": ["https://elsewhere.example"]}}}
+    assert desired_digest({**state, "registries": other_mirror}, "server") != digest
+    assert desired_digest({**state, "audit_policy": "absent"}, "server") != digest
+    assert desired_digest({**state, "audit_log": {"maxage": 7}}, "server") != digest
+    assert kinds_named(state, "server") == ["registries", "audit_policy"] and kinds_named(state, "agent") == [
+        "registries"
+    ]
+    stamp = read_stamp({"cargoship.io/proven": stamp_text(digest, "run-1", ["registries"], {"node_config_hash": "H"})})
+    assert stamp == {"digest": digest, "run": "run-1", "kinds": ["registries"], "node_config_hash": "H"}
+    assert read_stamp({"cargoship.io/proven": "not json"}) is None and read_stamp({}) is None
+
+
+def test_a_drop_in_that_is_not_what_the_desired_state_asks_is_not_taken_as_proof(tmp_path):
+    from ansible_collections.cargoship.engine.plugins.module_utils import _engine_evidence as evidence
+
+    layout = _host(tmp_path, "k3s", dropin={"kube-apiserver-arg+": ["audit-policy-file=/x"]})
+    wanted = evidence.host_findings(evidence.read_on_host("k3s", "server", layout, ["audit_policy", "pod_security"]))
+    assert wanted["differs"] == [
+        f"pod security: cargoship's config drop-in does not pass it ({layout['config_file']}.d/90-cargoship.yaml)"
+    ]
+    removed = evidence.read_on_host("k3s", "server", layout, ["audit_policy"], removed=["audit_policy"])
+    assert evidence.host_findings(removed)["differs"][0].startswith(
+        "audit policy: cargoship's config drop-in still passes it"
+    )

@@ -80,7 +80,12 @@ def test_the_role_opens_the_window_with_the_fact_the_tracker_reads():
     assert state_of({"ansible_facts": opener["ansible.builtin.set_fact"]}) == "draining"
     # After it, the steps that return node states, in the order the tracker tells "what came next" by.
     after = restart["block"][restart["block"].index(opener) + 1 :]
-    stateful = ("cargoship.engine.cluster_node", "cargoship.engine.engine_service", "cargoship.engine.engine_config")
+    stateful = (
+        "cargoship.engine.cluster_node",
+        "cargoship.engine.engine_service",
+        "cargoship.engine.engine_config",
+        "cargoship.engine.engine_proof",
+    )
     steps = [(m.rsplit(".", 1)[1], t[m].get("state", "present")) for t in after for m in t if m in stateful]
     assert steps == [
         ("cluster_node", "drained"),
@@ -88,9 +93,12 @@ def test_the_role_opens_the_window_with_the_fact_the_tracker_reads():
         ("engine_config", "present"),
         ("engine_service", "started"),
         ("cluster_node", "ready"),
+        ("engine_proof", "present"),
     ]
-    # The last step closes the window: Ready, then uncordoned in the same call (node_state uncordoned).
-    assert [t["cargoship.engine.cluster_node"] for t in after if "cargoship.engine.cluster_node" in t][-1]["uncordon"]
+    # The last step closes the window: the proof, then the stamp and the uncordon in one patch (node_state
+    # uncordoned); Ready alone does not uncordon.
+    ready = [t["cargoship.engine.cluster_node"] for t in after if "cargoship.engine.cluster_node" in t][-1]
+    assert "uncordon" not in ready
     assert list(NEXT) == ["draining", "drained", "stopped", "written", "started", "ready", "restored"]
 
 

@@ -623,6 +623,32 @@ class Engine:
         with open(os.path.join(self.state_dir, "starts.log"), "a", encoding="utf-8") as handle:
             handle.write(json.dumps({"started_at": loaded["started_at"], "files": loaded["files"]}) + "\n")
 
+    def write_apiserver_manifest(self, loaded: dict) -> None:
+        """RKE2 writes the kube-apiserver static pod manifest at every server start, its FILE_HASH over the
+        files its arguments name as they are then (RKE2 pkg/podtemplate, pkg/executor/staticpod;
+        real-engines.md, "What a running engine shows"); the kubelet runs it and mirrors it in the API."""
+        directory = os.path.join(self.data_dir, "agent", "pod-manifests")
+        os.makedirs(directory, exist_ok=True)
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "kube-apiserver", "namespace": "kube-system"},
+            "spec": {
+                "containers": [
+                    {
+                        "name": "kube-apiserver",
+                        "command": ["kube-apiserver"],
+                        "args": list(loaded.get("apiserver_args") or []),
+                        "env": [{"name": "FILE_HASH", "value": loaded.get("apiserver_file_hash", "")}],
+                    }
+                ]
+            },
+        }
+        tmp = os.path.join(directory, ".kube-apiserver.yaml.tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            yaml.safe_dump(pod, handle)
+        os.replace(tmp, os.path.join(directory, "kube-apiserver.yaml"))
+
     def write_admin_kubeconfig(self) -> None:
         target = f"/etc/rancher/{self.flavor}/{self.flavor}.yaml"
         with open(os.path.join(LAB_DIR, "admin-kubeconfig.yaml"), encoding="utf-8") as handle:
@@ -958,6 +984,8 @@ class Engine:
         write_hosts_toml(self.flavor, self.data_dir, loaded.get("mirrors") or {})
         if self.role == "server":
             self.write_admin_kubeconfig()
+            if self.flavor == "rke2":
+                self.write_apiserver_manifest(loaded)
             threading.Thread(target=self.forward_api, daemon=True).start()
         self.loaded = loaded
         self.record(loaded)
