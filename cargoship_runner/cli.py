@@ -222,7 +222,9 @@ def phase_list(as_json):
             around = " (around each node's own restart)" if p["per_node"] else ""
             console.print(f"      hooks{around}: {', '.join(phase_hook_points(p))}", soft_wrap=True)
         console.print(
-            styled("  and the stage ", ("cluster_ready", "cyan"), ": once, after the sync, when every node is Ready again")
+            styled(
+                "  and the stage ", ("cluster_ready", "cyan"), ": once, after the sync, when every node is Ready again"
+            )
         )
 
 
@@ -322,6 +324,68 @@ def unlock(inventory, limit, vault_password_file, vault_ids, extra_vars, yes):
             errors.print(f"Ansible's output of this run is kept in {outcome.log}")
         sys.exit(EXIT_UNREACHABLE if outcome.unreachable else EXIT_FAILED)
     console.print("locks released")
+
+
+@main.command()
+@click.option("-i", "--inventory", required=True, multiple=True, type=click.Path(exists=True, path_type=Path))
+@click.option("--vault-password-file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--vault-id", "vault_ids", multiple=True, metavar="[LABEL@]SOURCE", help="As for a run.")
+@click.option("-e", "--extra-vars", "extra_vars", multiple=True, metavar="KEY=VALUE|YAML|@FILE", help="As for a run.")
+@click.option("--json", "as_json", is_flag=True, help="As JSON, for scripts.")
+@click.option(
+    "--detailed-exitcode",
+    is_flag=True,
+    help="Exit 2 when not every node is proven to run the inventory's desired state.",
+)
+def status(inventory, vault_password_file, vault_ids, extra_vars, as_json, detailed_exitcode):
+    """Show which configuration each node runs, from the Kubernetes API alone (no host is connected to).
+
+    Nodes are grouped by the digest of the desired state a run proved them to run; each is proven, changed
+    since proven (its engine started since with other files), not the desired state, unproven (no run has
+    proven it) or not in the inventory. The API is reached with cargoship_api_kubeconfig (and
+    cargoship_api_context) from the inventory, else K8S_AUTH_KUBECONFIG, KUBECONFIG or ~/.kube/config.
+
+    \b
+    Examples:
+      cargoship status -i inventory/
+      cargoship status -i inventory/ --json | jq '.nodes | map_values(.status)'
+    """
+    for source in inventory:
+        check_inventory(source)
+    user_vars, user_var_files = parse_extra_vars(extra_vars)
+    found: dict = {}
+
+    def collect(event: dict) -> bool:
+        data = event.get("event_data") or {}
+        result = data.get("res") or {}
+        if event.get("event") == "runner_on_ok" and isinstance(result.get("fleet"), dict):
+            found.update(result)
+        return True
+
+    outcome = run_playbook(
+        RunOptions(
+            playbook="status",
+            inventory=inventory,
+            vault_password_file=vault_password_file,
+            user_vars=user_vars,
+            user_var_files=user_var_files,
+            vault_ids=vault_ids,
+        ),
+        collect,
+    )
+    if outcome.rc != 0 or not found:
+        for line in outcome.ansible_errors or ["the fleet map could not be made"]:
+            errors.print(line)
+        if outcome.log:
+            errors.print(f"Ansible's output of this run is kept in {outcome.log}")
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        print(json.dumps(found["fleet"], indent=2, sort_keys=True))
+    else:
+        for line in found["lines"]:
+            console.print(line)
+    if detailed_exitcode and not found["fleet"]["converged"]:
+        sys.exit(2)
 
 
 def run() -> None:

@@ -16,7 +16,11 @@ from urllib.parse import quote
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import ABSENT
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import (
+    ABSENT,
+    values_content,
+    wanted_charts,
+)
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_evidence import api_findings
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import CORDONED_BY, api_message, pause
@@ -24,6 +28,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import
 from ansible_collections.cargoship.engine.plugins.module_utils._node_window import UNCORDONED
 from ansible_collections.cargoship.engine.plugins.plugin_utils._proof import (
     STAMP,
+    chart_findings,
     desired_digest,
     fingerprints,
     kinds_named,
@@ -31,8 +36,8 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils._proof import (
 )
 from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import with_inventory
 
-OWN = ("node", "node_role", "layout", "run_id", "timeout", "uncordon", "from_inventory")
-DESIRED = ("engine", "registries", "audit_policy", "pod_security", "audit_log")
+OWN = ("node", "node_role", "layout", "run_id", "timeout", "uncordon", "from_inventory", "proves", "with_charts")
+DESIRED = ("engine", "registries", "audit_policy", "pod_security", "audit_log", "chart_values")
 
 
 class ActionModule(ActionBase):
@@ -47,6 +52,8 @@ class ActionModule(ActionBase):
             # The desired state as engine_config takes it; its secret paths mask chart values, not read here.
             args = with_inventory(args, self._templar, task_vars)
             args.pop("secret_paths", None)
+        if args.get("proves") == "chart_values":
+            return {**result, **self.prove_charts(args)}
         for required in ("node", "engine", "run_id"):
             if not args.get(required):
                 return {**result, "failed": True, "msg": f"engine_proof needs {required}"}
@@ -72,16 +79,15 @@ class ActionModule(ActionBase):
             }
         if host["differs"]:
             return {**result, **self.not_proven(node, host["differs"])}
-        params = {key: None for key in ARGUMENT_SPEC}
-        params.update({key: args[key] for key in ARGUMENT_SPEC if args.get(key) is not None})
         timeout = int(args.get("timeout") or 60)
+        params, api = self.api_of(args)
         try:
-            api = KubeApi(api_client(params))
             found = self.api_evidence(api, node, engine, host["expect"], timeout)
             if found["differs"]:
                 return {**result, **self.not_proven(node, found["differs"])}
             digest = desired_digest(args, node_role)
-            stamp = stamp_text(digest, str(args["run_id"]), kinds, found["prints"])
+            host_name = str(task_vars.get("inventory_hostname", ""))
+            stamp = stamp_text(digest, str(args["run_id"]), kinds, {"host": host_name, **found["prints"]})
             changes = [f"stamp {node} as proven to run {digest[:19]}"]
             patch: dict = {"metadata": {"annotations": {STAMP: stamp}}}
             spec = found["node"].get("spec") or {}
@@ -111,6 +117,62 @@ class ActionModule(ActionBase):
             "stamp": stamp,
             "node_state": UNCORDONED,
         }
+
+    @staticmethod
+    def api_of(args: dict) -> tuple[dict, KubeApi]:
+        params = {key: None for key in ARGUMENT_SPEC}
+        params.update({key: args[key] for key in ARGUMENT_SPEC if args.get(key) is not None})
+        return params, KubeApi(api_client(params))
+
+    def prove_charts(self, args: dict) -> dict:
+        """That helm-controller applied the chart values written: for each chart, the HelmChartConfig in the
+        API is what was written and a helm-install job with the hash of those values succeeded."""
+        charts = wanted_charts(args)
+        timeout = int(args.get("timeout") or 60)
+        params, api = self.api_of(args)
+
+        def get(path: str) -> dict | None:
+            try:
+                return api.request("GET", path)
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        began = time.monotonic()
+        try:
+            while True:
+                proven, differs, notes = [], [], []
+                for name, settings in sorted(charts.items()):
+                    namespace = settings.get("namespace", "kube-system")
+                    where = f"/apis/helm.cattle.io/v1/namespaces/{quote(namespace)}"
+                    found = chart_findings(
+                        name,
+                        namespace,
+                        values_content(settings["values"]),
+                        get(f"{where}/helmcharts/{quote(name)}"),
+                        get(f"{where}/helmchartconfigs/{quote(name)}"),
+                        get(f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/helm-install-{quote(name)}"),
+                    )
+                    for line, kept in zip(found, (proven, differs, notes), strict=True):
+                        if line:
+                            kept.append(line)
+                if not differs or self._task.check_mode or time.monotonic() - began > timeout:
+                    break
+                pause(began)
+        except ApiException as exc:
+            return {"failed": True, "msg": f"Kubernetes API refused the proof of the chart values: {api_message(exc)}"}
+        except Exception as exc:  # ApiUnavailable, and the client's kinds for an unusable kubeconfig or API
+            return {"failed": True, "msg": f"cannot reach the Kubernetes API with {describe(params)}: {exc}"}
+        if differs:
+            return {
+                "failed": True,
+                "proven": proven,
+                "differs": differs,
+                "msg": "the chart values written are not applied: "
+                + "; ".join(f"{d} (after {timeout} s)" for d in differs),
+            }
+        return {"changed": False, "proven": proven, "kept": notes}
 
     @staticmethod
     def not_proven(node: str, differs: list) -> dict:

@@ -440,6 +440,11 @@ def wanted_charts(state: dict) -> dict:
 CHART_FILE_PREFIX = "cargoship-"
 
 
+def values_content(values: object) -> str:
+    """A chart's values as its HelmChartConfig's valuesContent: a text as given, data as YAML."""
+    return values if isinstance(values, str) else render_data(values)
+
+
 def chart_addon_name(name: str, namespace: str) -> str:
     """The AddOn the engine keeps for the chart's manifest file: the file name up to its first dot."""
     return CHART_FILE_PREFIX + (name if namespace == "kube-system" else f"{namespace}-{name}")
@@ -589,12 +594,11 @@ def render(
         if with_charts:
             for name, settings in sorted(wanted_charts(state).items()):
                 namespace = settings.get("namespace", "kube-system")
-                values = settings["values"]
                 document = {
                     "apiVersion": "helm.cattle.io/v1",
                     "kind": "HelmChartConfig",
                     "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
-                    "spec": {"valuesContent": values if isinstance(values, str) else render_data(values)},
+                    "spec": {"valuesContent": values_content(settings["values"])},
                 }
                 path = posixpath.join(paths["manifests"], chart_file_name(name, namespace))
                 files.append(

@@ -34,10 +34,21 @@ extends_documentation_fragment:
   - cargoship.engine._attributes.no_diff
   - cargoship.engine._kube_access
 options:
+  proves:
+    description:
+      - V(node) proves a restarted node (O(node), O(run_id) needed), then stamps and uncordons it.
+      - V(chart_values) proves that helm-controller applied the chart values written (O(chart_values), or
+        O(from_inventory) with O(with_charts)) - for each chart, the HelmChartConfig in the API is what was
+        written and a C(helm-install-<chart>) job whose pod template's C(helmcharts.helm.cattle.io/configHash)
+        is the hash of the HelmChart's and those values (as helm-controller computes it) succeeded. A chart
+        with no HelmChart in the cluster is noted, not failed (nothing would apply its values). Nothing is
+        changed.
+    type: str
+    default: node
+    choices: [node, chart_values]
   node:
     description: The node's name in the cluster.
     type: str
-    required: true
   node_role:
     description: The engine's role on the host.
     type: str
@@ -49,7 +60,6 @@ options:
   run_id:
     description: The run that proves the node, written in its stamp.
     type: str
-    required: true
   timeout:
     description: How long to wait, in seconds, for the API to show the evidence.
     type: int
@@ -81,9 +91,22 @@ options:
   audit_log:
     description: The audit log retention (part of the digest of a node with an audit policy).
     type: dict
+  chart_values:
+    description: The chart values written, as C(cargoship_chart_values) gives them (O(proves=chart_values)).
+    type: raw
+  with_charts:
+    description: With O(from_inventory), take O(chart_values) from the inventory too.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
+- name: Prove helm-controller applied the chart values written
+  cargoship.engine.engine_proof:
+    proves: chart_values
+    from_inventory: true
+    with_charts: true
+
 - name: Prove the node runs what was written, then stamp and uncordon it
   cargoship.engine.engine_proof:
     from_inventory: true
@@ -104,6 +127,11 @@ proven:
 differs:
   description: What the engine's evidence shows that is not what was written, one line per kind.
   returned: when the node is not proven
+  type: list
+  elements: str
+kept:
+  description: Charts whose values nothing applies (no HelmChart of their name), with O(proves=chart_values).
+  returned: when there are such charts
   type: list
   elements: str
 stamp:
@@ -129,10 +157,11 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_access impo
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
-            "node": {"type": "str", "required": True},
+            "proves": {"type": "str", "default": "node", "choices": ["node", "chart_values"]},
+            "node": {"type": "str"},
             "node_role": {"type": "str", "default": "agent", "choices": ["server", "agent"]},
             "layout": {"type": "dict"},
-            "run_id": {"type": "str", "required": True},
+            "run_id": {"type": "str"},
             "timeout": {"type": "int", "default": 60},
             "uncordon": {"type": "bool", "default": True},
             "from_inventory": {"type": "bool", "default": False},
@@ -141,6 +170,8 @@ def main() -> None:
             "audit_policy": {"type": "raw"},
             "pod_security": {"type": "raw"},
             "audit_log": {"type": "dict"},
+            "chart_values": {"type": "raw"},
+            "with_charts": {"type": "bool", "default": False},
             **ARGUMENT_SPEC,
         },
         supports_check_mode=True,

@@ -13,6 +13,7 @@ apiserver FILE_HASH), so that a later restart with other files shows as unproven
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 
@@ -67,3 +68,54 @@ def read_stamp(annotations: dict) -> dict | None:
     except ValueError:
         return None
     return stamp if isinstance(stamp, dict) and isinstance(stamp.get("digest"), str) else None
+
+
+CONFIG_HASH = "helmcharts.helm.cattle.io/configHash"
+
+
+def helm_config_hash(chart_name: str, chart_spec: dict, config_values: str) -> str:
+    """The configHash helm-controller puts on a chart's helm-install job (k3s-io/helm-controller
+    pkg/controllers/chart/chart.go, hashObjects; real-engines.md): sha256 over the data of the values
+    Secret (the HelmChart's valuesContent, its repoCA, the HelmChartConfig's valuesContent, under their
+    keys; each value base64 as the object's unstructured form holds it), then of the content ConfigMap (the
+    chart's chartContent), each key then its value, keys sorted; written SHA256=<upper-case hex>."""
+    secret = {
+        "values-01_HelmChart.yaml": chart_spec.get("valuesContent") or "",
+        "ca-file.pem": chart_spec.get("repoCA") or "",
+        "values-10_HelmChartConfig.yaml": config_values or "",
+    }
+    content = {f"{chart_name}.tgz.base64": chart_spec.get("chartContent") or ""}
+    digest = hashlib.sha256()
+    for data in ({k: base64.b64encode(v.encode()).decode() for k, v in secret.items() if v}, content):
+        for key in sorted(k for k, v in data.items() if v):
+            digest.update(key.encode())
+            digest.update(data[key].encode())
+    return "SHA256=" + digest.hexdigest().upper()
+
+
+def chart_findings(name: str, namespace: str, wanted: str, chart: dict | None, config: dict | None, job: dict | None):
+    """Whether helm-controller applied a chart's values as written: (proven line or None, differs line or
+    None, note or None). ``chart``, ``config``, ``job``: the HelmChart, the HelmChartConfig and the
+    helm-install job as the API has them (None when it has none)."""
+    title = f"{name} values"
+    if chart is None:
+        # helm-controller applies a HelmChartConfig only to the HelmChart of its name: nothing runs them.
+        return None, None, f"{title}: no HelmChart {namespace}/{name} in the cluster, so nothing applies them"
+    if config is None or ((config.get("spec") or {}).get("valuesContent") or "") != wanted:
+        return (
+            None,
+            f"{title}: the HelmChartConfig in the API is not what was written (the manifest is not applied)",
+            None,
+        )
+    expected = helm_config_hash(name, chart.get("spec") or {}, wanted)
+    template = ((job or {}).get("spec") or {}).get("template") or {}
+    shown = ((template.get("metadata") or {}).get("annotations") or {}).get(CONFIG_HASH)
+    if job is None or shown != expected:
+        return (
+            None,
+            f"{title}: no helm-install-{name} job with the values' hash yet (helm-controller has not run them)",
+            None,
+        )
+    if not ((job.get("status") or {}).get("succeeded") or 0):
+        return None, f"{title}: helm-install-{name} has not succeeded with them", None
+    return f"{title}: applied by helm-install job, hash matches", None, None

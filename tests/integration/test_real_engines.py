@@ -424,7 +424,10 @@ def test_a_restarted_node_is_proven_to_run_what_was_written_and_one_whose_engine
 
     two_mirrors = copy.deepcopy(EXAMPLE["cargoship_registries"])
     two_mirrors["mirrors"]["ghcr.io"] = {"endpoint": ["mirror.internal.example:5000"]}
-    inventory = desired_inventory(lab, tmp_path / "two", cargoship_registries=two_mirrors)
+    traefik = {"traefik": {"values": {"ports": {"websecure": {"tls": {"enabled": False}}}}}}
+    inventory = desired_inventory(
+        lab, tmp_path / "two", cargoship_registries=two_mirrors, cargoship_chart_values=traefik
+    )
     report_path = tmp_path / "report.json"
     result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--report-json", str(report_path))
     output = result.stdout + result.stderr
@@ -443,6 +446,8 @@ def test_a_restarted_node_is_proven_to_run_what_was_written_and_one_whose_engine
         " it shows no hash of the file)" in proven_lines(report, "c1")
     )
     assert "w1: proven registries: containerd hosts.toml for 2 registries matches" in output
+    # The new chart values need no restart: helm-controller's job with their hash is their proof.
+    assert "traefik values: applied by helm-install job, hash matches" in proven_lines(report, "c1")
 
     # w1's engine keeps the configuration of its previous start, as an engine that ignores a file would: its
     # restart and its Ready prove nothing; its containerd's hosts.toml still lists two registries.
@@ -463,6 +468,39 @@ def test_a_restarted_node_is_proven_to_run_what_was_written_and_one_whose_engine
     assert stamp_of(lab, "w1")["run"] == report["run_id"], "the stamp is written only after a proof"
     assert stamp_of(lab, "c1")["run"] != report["run_id"], "c1, before w1, was proven by this run"
     assert (engine_files(lab, "w2"), lab.starts("w2")) == w2_state, "the node after w1 was not touched"
+
+
+def fleet_status(inventory) -> dict:
+    result = cargoship("status", "-i", str(inventory), "--json")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return {name: entry["status"] for name, entry in json.loads(result.stdout)["nodes"].items()}
+
+
+def test_status_maps_the_fleet_from_the_api_alone(k3s_fleet, tmp_path):
+    lab, _converged = k3s_fleet
+    # No host can be reached over SSH: the map comes from the API and the inventory alone.
+    inventory = desired_inventory(lab, tmp_path / "same", ansible_port=1)
+    converge = cargoship("engine-config-sync", "-i", str(desired_inventory(lab, tmp_path / "ssh")), "--confirm")
+    assert converge.returncode == 0, converge.stdout + converge.stderr
+    assert fleet_status(inventory) == {"c1": "proven", "w1": "proven", "w2": "proven"}
+    text = cargoship("status", "-i", str(inventory), "--detailed-exitcode")
+    assert text.returncode == 0 and "every node runs the inventory's desired state, proven" in text.stdout
+
+    # The inventory's desired state changes: no node runs it yet.
+    moved = copy.deepcopy(EXAMPLE["cargoship_registries"])
+    moved["mirrors"]["docker.io"]["endpoint"] = ["https://registry.elsewhere.example:5000"]
+    changed = desired_inventory(lab, tmp_path / "changed", ansible_port=1, cargoship_registries=moved)
+    assert set(fleet_status(changed).values()) == {"not the desired state"}
+    assert cargoship("status", "-i", str(changed), "--detailed-exitcode").returncode == 2
+
+    # w2's engine restarted by hand with another file: its evidence is no longer the one it was proven with.
+    dropin = "/etc/rancher/k3s/config.yaml.d/50-by-hand.yaml"
+    lab.sh("w2", f"printf 'node-label:\\n  - by-hand=true\\n' > {dropin} && systemctl restart k3s-agent")
+    try:
+        wait_for(lambda: fleet_status(inventory)["w2"] == "changed since proven", "w2's new evidence in the API", 60)
+        assert fleet_status(inventory)["w1"] == "proven"
+    finally:
+        lab.sh("w2", f"rm -f {dropin} && systemctl restart k3s-agent")
 
 
 @pytest.fixture(scope="module")
@@ -624,7 +662,9 @@ def test_an_rke2_server_that_never_signals_ready_is_bounded_and_rolled_back(rke2
     assert {env.name: env.value for env in container.env}["FILE_HASH"] == hashlib.sha256(contents).hexdigest()
 
 
-def test_an_rke2_apiserver_is_proven_by_its_file_hash_and_one_that_kept_its_old_files_is_rolled_back(rke2_fleet, tmp_path):
+def test_an_rke2_apiserver_is_proven_by_its_file_hash_and_one_that_kept_its_old_files_is_rolled_back(
+    rke2_fleet, tmp_path
+):
     lab, _converged = rke2_fleet
     policy = copy.deepcopy(EXAMPLE["cargoship_audit_policy"])
     policy["rules"].insert(0, {"level": "RequestResponse", "resources": [{"group": "", "resources": ["pods"]}]})

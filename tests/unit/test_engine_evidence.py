@@ -4,6 +4,7 @@ issue 29's proof will compare against (real-engines.md, "What a running engine s
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import importlib.util
 from pathlib import Path
@@ -64,10 +65,50 @@ def test_registries_become_hosts_toml_and_only_generated_directories_are_cleaned
     assert (certs / "mine.example" / "hosts.toml").is_file(), "a directory the engine did not generate is kept"
 
 
-def test_a_helm_install_jobs_hash_follows_the_values(engine):
-    assert engine.values_hash("replicas: 2") == "sha256:" + hashlib.sha256(b"replicas: 2").hexdigest()
-    assert engine.values_hash("replicas: 2") != engine.values_hash("replicas: 3")
-    assert engine.values_hash("") != engine.values_hash("replicas: 2")
+def test_a_helm_install_jobs_hash_follows_the_values_as_helm_controller_hashes_them(engine):
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._proof import helm_config_hash
+
+    chart = {"metadata": {"name": "traefik"}, "spec": {"valuesContent": "a: 1\n"}}
+    by_hand = hashlib.sha256(
+        b"values-01_HelmChart.yaml"
+        + base64.b64encode(b"a: 1\n")
+        + b"values-10_HelmChartConfig.yaml"
+        + base64.b64encode(b"replicas: 2")
+    ).hexdigest()
+    assert engine.values_hash(chart, "replicas: 2") == f"SHA256={by_hand.upper()}"
+    assert engine.values_hash(chart, "replicas: 2") != engine.values_hash(chart, "replicas: 3")
+    assert engine.values_hash(chart, "") != engine.values_hash(chart, "replicas: 2")
+    with_ca = {
+        "metadata": {"name": "traefik"},
+        "spec": {"valuesContent": "a: 1\n", "repoCA": "pem", "chartContent": "tgz"},
+    }
+    # The proof's own computation (plugins/plugin_utils/_proof.py) and the stand-in's agree, whatever is set.
+    for spec in (chart, with_ca, {"metadata": {"name": "x"}, "spec": {}}):
+        for values in ("", "replicas: 2"):
+            assert helm_config_hash(spec["metadata"]["name"], spec["spec"], values) == engine.values_hash(spec, values)
+
+
+def test_chart_values_are_proven_by_a_succeeded_job_with_their_hash():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._proof import chart_findings, helm_config_hash
+
+    chart = {"spec": {"valuesContent": "a: 1\n"}}
+    config = {"spec": {"valuesContent": "b: 2\n"}}
+
+    def job(values: str, succeeded: int = 1) -> dict:
+        annotations = {"helmcharts.helm.cattle.io/configHash": helm_config_hash("t", chart["spec"], values)}
+        return {"spec": {"template": {"metadata": {"annotations": annotations}}}, "status": {"succeeded": succeeded}}
+
+    assert chart_findings("t", "kube-system", "b: 2\n", chart, config, job("b: 2\n")) == (
+        "t values: applied by helm-install job, hash matches",
+        None,
+        None,
+    )
+    assert "has not run them" in chart_findings("t", "kube-system", "b: 2\n", chart, config, job("b: 1\n"))[1]
+    assert "has not run them" in chart_findings("t", "kube-system", "b: 2\n", chart, config, None)[1]
+    assert "has not succeeded" in chart_findings("t", "kube-system", "b: 2\n", chart, config, job("b: 2\n", 0))[1]
+    assert "not what was written" in chart_findings("t", "kube-system", "c: 3\n", chart, config, job("c: 3\n"))[1]
+    note = chart_findings("t", "default", "b: 2\n", None, config, None)[2]
+    assert note == "t values: no HelmChart default/t in the cluster, so nothing applies them"
 
 
 # -- the proof's reading of that evidence (plugins/module_utils/_engine_evidence.py) -------------------------

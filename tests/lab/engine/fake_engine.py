@@ -497,12 +497,47 @@ def file_hash(args: list[str]) -> str:
     return digest.hexdigest()
 
 
-def values_hash(values_content: str) -> str:
-    """The configHash helm-controller puts on a helm-install job's pod template (pkg/controllers/chart):
-    "sha256:" and a digest of the values it installs. Simplified here to the HelmChartConfig's
-    valuesContent alone (helm-controller also hashes the HelmChart's own values, which the lab's charts
-    do not have)."""
-    return "sha256:" + hashlib.sha256(values_content.encode()).hexdigest()
+def values_hash(chart: dict | None, config_values: str) -> str:
+    """The configHash helm-controller puts on a chart's helm-install job (k3s-io/helm-controller
+    pkg/controllers/chart/chart.go, hashObjects): sha256 over the values Secret's data (key, then the value
+    in base64 as the unstructured object holds it; the HelmChart's valuesContent as values-01_HelmChart.yaml,
+    its repoCA as ca-file.pem, the HelmChartConfig's as values-10_HelmChartConfig.yaml), then over the content
+    ConfigMap's (<chart>.tgz.base64: chartContent), keys sorted, empty ones left out; SHA256=<HEX>."""
+    spec = (chart or {}).get("spec") or {}
+    name = (chart or {}).get("metadata", {}).get("name", "")
+    secret_data = {
+        key: base64.b64encode(value.encode()).decode()
+        for key, value in (
+            ("values-01_HelmChart.yaml", spec.get("valuesContent") or ""),
+            ("ca-file.pem", spec.get("repoCA") or ""),
+            ("values-10_HelmChartConfig.yaml", config_values or ""),
+        )
+        if value
+    }
+    content_data = {f"{name}.tgz.base64": spec["chartContent"]} if spec.get("chartContent") else {}
+    digest = hashlib.sha256()
+    for data in (secret_data, content_data):
+        for key in sorted(data):
+            digest.update(key.encode() + data[key].encode())
+    return "SHA256=" + digest.hexdigest().upper()
+
+
+# The chart each engine ships and deploys from its own manifests directory at every server start (k3s docs,
+# "Managing Packaged Components": traefik.yaml; RKE2 docs, "Helm Integration": rke2-ingress-nginx).
+PACKAGED_CHARTS = {"k3s": "traefik", "rke2": "rke2-ingress-nginx"}
+
+
+def packaged_chart(flavor: str) -> dict:
+    name = PACKAGED_CHARTS[flavor]
+    return {
+        "apiVersion": "helm.cattle.io/v1",
+        "kind": "HelmChart",
+        "metadata": {"name": name, "namespace": "kube-system"},
+        "spec": {
+            "chart": f"https://%{{KUBERNETES_API}}%/static/charts/{name}.tgz",
+            "valuesContent": "deployment:\n  podAnnotations: {}\n",
+        },
+    }
 
 
 class ApiClient:
@@ -816,6 +851,12 @@ class Engine:
     # -- the server's part --------------------------------------------------------------------------
     def manifests_loop(self) -> None:
         directory = f"{self.data_dir}/server/manifests"
+        # The packaged chart's manifest, written at every server start (see PACKAGED_CHARTS).
+        os.makedirs(directory, exist_ok=True)
+        packaged = os.path.join(directory, f"{PACKAGED_CHARTS[self.flavor]}.yaml")
+        with open(packaged + ".tmp", "w", encoding="utf-8") as handle:
+            yaml.safe_dump(packaged_chart(self.flavor), handle)
+        os.replace(packaged + ".tmp", packaged)
         while not self.stopping.is_set():
             for path in manifest_files(directory):
                 addon = os.path.basename(path).split(".", 1)[0]
@@ -831,7 +872,7 @@ class Engine:
                         docs = [doc for doc in yaml.safe_load_all(handle) if doc]
                     for doc in docs:
                         self.api.apply(doc)
-                        if doc.get("kind") == "HelmChartConfig":
+                        if doc.get("kind") in ("HelmChart", "HelmChartConfig"):
                             self.helm_install_job(doc)
                     self.api.apply(
                         {
@@ -846,11 +887,18 @@ class Engine:
                     log("error", f"Failed to process manifest {path}: {exc}".replace("\n", " "))
             self.stopping.wait(MANIFEST_SCAN_SECONDS)
 
-    def helm_install_job(self, config: dict) -> None:
-        """helm-controller's answer to a changed HelmChartConfig: a helm-install-<chart> job whose pod
-        template carries the values' hash (helm-controller pkg/controllers/chart; real-engines.md)."""
-        chart = config["metadata"]["name"]
-        namespace = config["metadata"].get("namespace", "kube-system")
+    def helm_install_job(self, changed: dict) -> None:
+        """helm-controller's answer to a HelmChart or HelmChartConfig applied: a helm-install-<chart> job for
+        the HelmChart of that name, its pod template carrying the hash of the chart's and the config's values
+        (helm-controller pkg/controllers/chart; real-engines.md). A config with no chart of its name: none."""
+        chart = changed["metadata"]["name"]
+        namespace = changed["metadata"].get("namespace", "kube-system")
+        where = f"/apis/helm.cattle.io/v1/namespaces/{namespace}"
+        if not self.api.exists(f"{where}/helmcharts/{chart}"):
+            return
+        helm_chart = self.api.call("GET", f"{where}/helmcharts/{chart}")
+        config_path = f"{where}/helmchartconfigs/{chart}"
+        config = self.api.call("GET", config_path) if self.api.exists(config_path) else {}
         self.api.apply(
             {
                 "apiVersion": "batch/v1",
@@ -865,7 +913,7 @@ class Engine:
                         "metadata": {
                             "annotations": {
                                 "helmcharts.helm.cattle.io/configHash": values_hash(
-                                    str((config.get("spec") or {}).get("valuesContent") or "")
+                                    helm_chart, str((config.get("spec") or {}).get("valuesContent") or "")
                                 )
                             }
                         },
