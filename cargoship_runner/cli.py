@@ -374,8 +374,10 @@ def status(inventory, vault_password_file, vault_ids, extra_vars, as_json, detai
         collect,
     )
     if outcome.rc != 0 or not found:
-        for line in outcome.ansible_errors or ["the fleet map could not be made"]:
-            errors.print(line)
+        reported = [e["message"] for e in (outcome.report or {}).get("errors") or [] if isinstance(e, dict)]
+        errors.print("the fleet map could not be made")
+        for line in reported or outcome.ansible_errors:
+            errors.print(f"  {line}")
         if outcome.log:
             errors.print(f"Ansible's output of this run is kept in {outcome.log}")
         sys.exit(EXIT_FAILED)

@@ -22,7 +22,12 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     wanted_charts,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_evidence import api_findings
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
+    ARGUMENT_SPEC,
+    api_client,
+    connection_params,
+    describe,
+)
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import CORDONED_BY, api_message, pause
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, KubeApi
 from ansible_collections.cargoship.engine.plugins.module_utils._node_window import UNCORDONED
@@ -120,8 +125,7 @@ class ActionModule(ActionBase):
 
     @staticmethod
     def api_of(args: dict) -> tuple[dict, KubeApi]:
-        params = {key: None for key in ARGUMENT_SPEC}
-        params.update({key: args[key] for key in ARGUMENT_SPEC if args.get(key) is not None})
+        params = connection_params(args)
         return params, KubeApi(api_client(params))
 
     def prove_charts(self, args: dict) -> dict:

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import ARGUMENT_SPEC, api_client, describe
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
+    ARGUMENT_SPEC,
+    api_client,
+    connection_params,
+    describe,
+)
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import api_message
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
 from ansible_collections.cargoship.engine.plugins.plugin_utils._fleet_map import fleet_map, map_lines, node_summary
 from ansible_collections.cargoship.engine.plugins.plugin_utils._proof import desired_digest
-from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import with_inventory
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import DESIRED_STATE_ARGS
 
 
 class ActionModule(ActionBase):
@@ -30,7 +35,9 @@ class ActionModule(ActionBase):
         for host in controllers + [h for h in args.get("workers") or [] if h not in controllers]:
             variables = hostvars[host]
             role = "server" if host in controllers else "agent"
-            state = with_inventory({"from_inventory": True}, self._templar, variables)
+            # The desired state as engine_config's from_inventory takes it, from the host's own variables
+            # (each templated by hostvars on access); a variable the host does not set is left out.
+            state = {key: variables[name] for key, name in DESIRED_STATE_ARGS.items() if name in variables}
             if not state.get("engine"):
                 return {**result, "failed": True, "msg": f"{host}: cargoship_engine is not set"}
             hosts[host] = {
@@ -38,8 +45,7 @@ class ActionModule(ActionBase):
                 "digest": desired_digest(state, role),
                 "address": variables.get("ansible_host"),
             }
-        params = {key: None for key in ARGUMENT_SPEC}
-        params.update({key: args[key] for key in ARGUMENT_SPEC if args.get(key) is not None})
+        params = connection_params(args)
         try:
             api = KubeApi(api_client(params))
             listed = api.request("GET", "/api/v1/nodes") or {}

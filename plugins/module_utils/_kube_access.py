@@ -54,6 +54,12 @@ ARGUMENT_SPEC = {
 }
 
 
+def connection_params(args: dict) -> dict:
+    """The API connection options out of an action's arguments, every one present (None when not given), as
+    a module's params would have them."""
+    return {key: args.get(key) for key in ARGUMENT_SPEC}
+
+
 def kubeconfig_files(params: dict) -> list[str]:
     """The kubeconfig files in force: the option, else KUBECONFIG (a list), else ~/.kube/config."""
     if params.get("kubeconfig"):

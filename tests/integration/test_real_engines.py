@@ -403,6 +403,19 @@ def stamp_of(lab, name: str) -> dict | None:
     return json.loads(text) if text else None
 
 
+def run_keeping_previous(lab, host: str, inventory) -> str:
+    """A real run while ``host``'s engine keeps its previous start's configuration; it must fail. Its output."""
+    lab.sh(host, f"touch {KEEP_PREVIOUS}")
+    try:
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=600)
+    finally:
+        lab.sh(host, f"rm -f {KEEP_PREVIOUS}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Previous configuration restored" in output
+    return output
+
+
 def proven_lines(report: dict, host: str) -> list[str]:
     return [
         line
@@ -451,18 +464,10 @@ def test_a_restarted_node_is_proven_to_run_what_was_written_and_one_whose_engine
 
     # w1's engine keeps the configuration of its previous start, as an engine that ignores a file would: its
     # restart and its Ready prove nothing; its containerd's hosts.toml still lists two registries.
-    lab.sh("w1", f"touch {KEEP_PREVIOUS}")
     w1_files, w2_state = engine_files(lab, "w1"), (engine_files(lab, "w2"), lab.starts("w2"))
-    try:
-        back = desired_inventory(lab, tmp_path / "one")
-        result = cargoship("engine-config-sync", "-i", str(back), "--confirm", timeout=600)
-    finally:
-        lab.sh("w1", f"rm -f {KEEP_PREVIOUS}")
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output
+    output = run_keeping_previous(lab, "w1", desired_inventory(lab, tmp_path / "one"))
     assert "node w1 does not run what was written: registries: containerd's generated hosts.toml" in output
     assert "ghcr.io (https://mirror.internal.example:5000)" in output
-    assert "Previous configuration restored" in output
     assert engine_files(lab, "w1") == w1_files, "w1 has its previous files back"
     assert not lab.core.read_node("w1").spec.unschedulable
     assert stamp_of(lab, "w1")["run"] == report["run_id"], "the stamp is written only after a proof"
@@ -495,7 +500,11 @@ def test_status_maps_the_fleet_from_the_api_alone(k3s_fleet, tmp_path):
 
     # w2's engine restarted by hand with another file: its evidence is no longer the one it was proven with.
     dropin = "/etc/rancher/k3s/config.yaml.d/50-by-hand.yaml"
-    lab.sh("w2", f"printf 'node-label:\\n  - by-hand=true\\n' > {dropin} && systemctl restart k3s-agent")
+    lab.sh(
+        "w2",
+        f"mkdir -p {dropin.rsplit('/', 1)[0]} && printf 'node-label:\\n  - by-hand=true\\n' > {dropin}"
+        " && systemctl restart k3s-agent",
+    )
     try:
         wait_for(lambda: fleet_status(inventory)["w2"] == "changed since proven", "w2's new evidence in the API", 60)
         assert fleet_status(inventory)["w1"] == "proven"
@@ -688,15 +697,8 @@ def test_an_rke2_apiserver_is_proven_by_its_file_hash_and_one_that_kept_its_old_
     changed = desired_inventory(lab, tmp_path / "changed", cargoship_audit_policy=policy)
     audit_before = lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout
     worker_starts = lab.starts("w1")
-    lab.sh("c1", f"touch {KEEP_PREVIOUS}")
-    try:
-        result = cargoship("engine-config-sync", "-i", str(changed), "--confirm", timeout=600)
-    finally:
-        lab.sh("c1", f"rm -f {KEEP_PREVIOUS}")
-    output = result.stdout + result.stderr
-    assert result.returncode == 1, output
+    output = run_keeping_previous(lab, "c1", changed)
     assert "node c1 does not run what was written: audit policy: the kube-apiserver static pod's FILE_HASH" in output
-    assert "Previous configuration restored" in output
     assert lab.sh("c1", "cat /var/lib/rancher/rke2/server/cargoship-audit-policy.yaml").stdout == audit_before
     assert not lab.core.read_node("c1").spec.unschedulable
     assert stamp_of(lab, "c1")["run"] == report["run_id"], "no stamp without a proof"

@@ -949,8 +949,9 @@ class Engine:
                 current = (self.api.call("GET", path).get("spec") or {}).get("containers") or [{}]
                 if current[0] == container:
                     continue
-                # The static pod's manifest changed at this start: the kubelet replaces its mirror pod.
-                self.api.call("DELETE", path)
+                # The static pod's manifest changed at this start: the kubelet replaces its mirror pod,
+                # deleting the old one at once (grace 0: kubernetes pkg/kubelet/pod/mirror_client.go).
+                self.api.call("DELETE", path + "?gracePeriodSeconds=0")
             node = self.api.call("GET", f"/api/v1/nodes/{name}")
             self.api.call(
                 "POST",
