@@ -490,6 +490,16 @@ def test_status_maps_the_fleet_from_the_api_alone(k3s_fleet, tmp_path):
     assert fleet_status(inventory) == {"c1": "proven", "w1": "proven", "w2": "proven"}
     text = cargoship("status", "-i", str(inventory), "--detailed-exitcode")
     assert text.returncode == 0 and "every node runs the inventory's desired state, proven" in text.stdout
+    # The same map for ansible-playbook users, from the collection's playbook.
+    playbook = subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), "cargoship.engine.status"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert playbook.returncode == 0, playbook.stdout[-3000:]
+    assert "every node runs the inventory's desired state, proven" in playbook.stdout
 
     # The inventory's desired state changes: no node runs it yet.
     moved = copy.deepcopy(EXAMPLE["cargoship_registries"])
@@ -677,7 +687,8 @@ def test_an_rke2_apiserver_is_proven_by_its_file_hash_and_one_that_kept_its_old_
     lab, _converged = rke2_fleet
     policy = copy.deepcopy(EXAMPLE["cargoship_audit_policy"])
     policy["rules"].insert(0, {"level": "RequestResponse", "resources": [{"group": "", "resources": ["pods"]}]})
-    inventory = desired_inventory(lab, tmp_path / "new", cargoship_audit_policy=policy)
+    nginx = {"rke2-ingress-nginx": {"values": {"controller": {"config": {"use-forwarded-headers": "false"}}}}}
+    inventory = desired_inventory(lab, tmp_path / "new", cargoship_audit_policy=policy, cargoship_chart_values=nginx)
     report_path = tmp_path / "report.json"
     result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", "--report-json", str(report_path))
     output = result.stdout + result.stderr
@@ -686,6 +697,9 @@ def test_an_rke2_apiserver_is_proven_by_its_file_hash_and_one_that_kept_its_old_
     # The apiserver runs with the files' contents, not only their names: RKE2's FILE_HASH says so.
     assert "audit policy: loaded (apiserver FILE_HASH matches)" in proven_lines(report, "c1")
     assert "pod security: loaded (apiserver FILE_HASH matches)" in proven_lines(report, "c1")
+    # Each kind the inventory names is proven after a restart, not only the one that changed.
+    assert "registries: containerd hosts.toml for 1 registry matches" in proven_lines(report, "c1")
+    assert "rke2-ingress-nginx values: applied by helm-install job, hash matches" in proven_lines(report, "c1")
     container = lab.core.read_namespaced_pod("kube-apiserver-c1", "kube-system").spec.containers[0]
     stamp = stamp_of(lab, "c1")
     assert stamp["run"] == report["run_id"]
