@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -119,3 +120,51 @@ def disk_full(lab, name: str, directory: str):
         yield
     finally:
         inside(f"umount {directory} && rm -rf /run/full-disk")
+
+
+def converged_lab(lab_manager, directory, **shape):
+    """A lab of this shape whose hosts hold the example desired state, and that inventory."""
+    lab = lab_manager.get(**shape)
+    inventory = desired_inventory(lab, directory)
+    converged = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    assert converged.returncode == 0, converged.stdout + converged.stderr
+    return lab, inventory
+
+
+KEEP_PREVIOUS = "/etc/cargoship-lab/keep-previous-config"
+EXAMPLE = yaml.safe_load((REPO / "examples" / "group_vars" / "all.yml").read_text())
+
+
+def stamp_of(lab, name: str) -> dict | None:
+    text = (lab.core.read_node(name).metadata.annotations or {}).get("cargoship.io/proven")
+    return json.loads(text) if text else None
+
+
+def run_keeping_previous(lab, host: str, inventory) -> str:
+    """A real run while ``host``'s engine keeps its previous start's configuration; it must fail. Its output."""
+    lab.sh(host, f"touch {KEEP_PREVIOUS}")
+    try:
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=600)
+    finally:
+        lab.sh(host, f"rm -f {KEEP_PREVIOUS}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Previous configuration restored" in output
+    return output
+
+
+def proven_lines(report: dict, host: str) -> list[str]:
+    return [
+        line
+        for phase in report["phases"]
+        if phase["name"] in ("sync_controller", "sync_worker")
+        for line in phase["hosts"].get(host, {}).get("proven", [])
+    ]
+
+
+KUBELET_DOWN = "/etc/cargoship-lab/kubelet-down"
+
+
+def drift(lab, *names: str) -> None:
+    for name in names:
+        lab.sh(name, f"sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/{lab.engine}/registries.yaml")
