@@ -62,7 +62,7 @@ def main() -> int:
             made = size
             (lab.state / "inventory.yml").write_text(yaml.safe_dump(inventory, sort_keys=False))
             times, counts = [], {}
-            for _ in range(args.repeat):
+            for _run in range(args.repeat):
                 started = time.monotonic()
                 result = subprocess.run(
                     [str(REPO / ".venv" / "bin" / "cargoship"), "status", "-i", str(lab.state / "inventory.yml"), "--json"],

@@ -478,3 +478,28 @@ def test_status_maps_the_fleet_from_the_api_alone(k3s_fleet, tmp_path):
         assert fleet_status(inventory)["w1"] == "proven"
     finally:
         lab.sh("w2", f"rm -f {dropin} && systemctl restart k3s-agent")
+
+
+def test_chart_values_that_helm_controller_does_not_apply_are_put_back_and_stop_the_rollout(k3s_fleet, tmp_path):
+    lab, _converged = k3s_fleet
+    converge = cargoship("engine-config-sync", "-i", str(desired_inventory(lab, tmp_path / "same")), "--confirm")
+    assert converge.returncode == 0, converge.stdout + converge.stderr
+    chart_file = "/var/lib/rancher/k3s/server/manifests/cargoship-traefik.yaml"
+    before = lab.sh("c1", f"cat {chart_file}").stdout
+    worker_starts = {name: lab.starts(name) for name in ("w1", "w2")}
+    traefik = {"traefik": {"values": {"replicas": 3}}}
+    inventory = desired_inventory(lab, tmp_path / "new", cargoship_chart_values=traefik, cargoship_proof_timeout=20)
+    lab.sh("c1", "touch /etc/cargoship-lab/helm-controller-stalled")
+    try:
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm", timeout=600)
+    finally:
+        lab.sh("c1", "rm -f /etc/cargoship-lab/helm-controller-stalled")
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert (
+        "the chart values written are not applied: traefik values: no helm-install-traefik job with the values' hash"
+        in output
+    )
+    assert "Previous chart values restored" in output
+    assert lab.sh("c1", f"cat {chart_file}").stdout == before
+    assert {name: lab.starts(name) for name in ("w1", "w2")} == worker_starts, "the workers after c1 were not touched"
