@@ -257,7 +257,15 @@ def write_if_changed(path: Path, text: str) -> None:
 def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
     cmd = ["podman", *args]
     if input_bytes is not None:
-        result = subprocess.run(cmd, input=input_bytes, capture_output=True, env=podman_env(), check=False)
+        for attempt in range(3):
+            result = subprocess.run(cmd, input=input_bytes, capture_output=True, env=podman_env(), check=False)
+            # `podman cp -` into a created container hands the archive to a copier it starts; while other
+            # slots build labs on the same store, that copier has been seen to end before reading it all
+            # ("passing bulk input to subprocess: write |1: broken pipe"; twice in a day's suites, each time
+            # with three labs building). Copying the whole archive again overwrites whatever part was copied.
+            if result.returncode == 0 or b"broken pipe" not in result.stderr or attempt == 2:
+                break
+            time.sleep(1 + attempt)
         if check and result.returncode != 0:
             raise LabError(f"{' '.join(cmd)} failed: {result.stderr.decode(errors='replace').strip()}")
         return result
