@@ -385,7 +385,7 @@ def status(inventory, vault_password_file, vault_ids, extra_vars, as_json, detai
         print(json.dumps(found["fleet"], indent=2, sort_keys=True))
     else:
         for line in found["lines"]:
-            console.print(line)
+            console.print(styled(line))  # text as it is: host and node names are never markup
     if detailed_exitcode and not found["fleet"]["converged"]:
         sys.exit(2)
 

@@ -25,7 +25,7 @@ import json
 import os
 import re
 
-from ansible_collections.cargoship.engine.plugins.module_utils._credentials import parse
+from ansible_collections.cargoship.engine.plugins.module_utils._credentials import parse, without_userinfo
 from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import RKE2_KEYS, engine_paths
 
 # The first line of a hosts.toml the engine generated (k3s pkg/agent/containerd/config.go): only those are
@@ -236,7 +236,11 @@ def host_findings(evidence: dict) -> dict:
 def describe_mirrors(mirrors: dict) -> str:
     if not mirrors:
         return "no registry"
-    return ", ".join(f"{name} ({', '.join(endpoints) or 'no endpoint'})" for name, endpoints in sorted(mirrors.items()))
+    # An endpoint may carry user:password@ (registries.yaml allows it): never shown.
+    return ", ".join(
+        f"{name} ({', '.join(without_userinfo(e) for e in endpoints) or 'no endpoint'})"
+        for name, endpoints in sorted(mirrors.items())
+    )
 
 
 def node_args_of(node_annotations: dict, engine: str) -> list:

@@ -294,3 +294,12 @@ def test_a_drop_in_that_is_not_what_the_desired_state_asks_is_not_taken_as_proof
     assert evidence.host_findings(removed)["differs"][0].startswith(
         "audit policy: cargoship's config drop-in still passes it"
     )
+
+
+def test_a_registry_endpoints_userinfo_never_reaches_the_proofs_message(tmp_path):
+    from ansible_collections.cargoship.engine.plugins.module_utils import _engine_evidence as evidence
+
+    registries = {"mirrors": {"docker.io": {"endpoint": ["https://puller:s3cr3t-pw@mirror.example"]}}}
+    layout = _host(tmp_path, "k3s", registries)
+    (differs,) = evidence.host_findings(evidence.read_on_host("k3s", "agent", layout, ["registries"]))["differs"]
+    assert "s3cr3t-pw" not in differs and "mirror.example" in differs
