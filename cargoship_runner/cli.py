@@ -10,9 +10,16 @@ from pathlib import Path
 import click
 
 from cargoship_runner import __version__
-from cargoship_runner.collection import CollectionNotFound, concurrency_pattern, phase_hook_points, phases
+from cargoship_runner.collection import CollectionNotFound, concurrency_pattern, phase_hook_points, phases, plan_module
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
-from cargoship_runner.operation import CommandLine, check_inventory, execute, parse_extra_vars
+from cargoship_runner.operation import (
+    CommandLine,
+    check_inventory,
+    check_report_path,
+    execute,
+    parse_extra_vars,
+    usage_error,
+)
 from cargoship_runner.output import console, errors, styled
 from cargoship_runner.runner import DEFAULT_FORKS, RunOptions, run_playbook
 
@@ -169,7 +176,25 @@ def run_options(command):
     default=None,
     help="Label each node node-role.kubernetes.io/<profile>=true (default: cargoship_label_nodes of the inventory).",
 )
-def engine_config_sync(update_kubeconfig, label_nodes, **run):
+@click.option(
+    "--plan-out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="With --dry-run: write the plan (what each host was found like, what would be done) to this file "
+    "(mode 0600) and print its digest, to apply it later with --plan.",
+)
+@click.option(
+    "--plan",
+    "plan_file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Apply this reviewed plan exactly: refused, before anything is changed, if a host, file, node or the "
+    "inventory is not what the plan was made from.",
+)
+@click.option(
+    "--expect-digest",
+    metavar="DIGEST",
+    help="With --plan: the digest of the plan that was reviewed; any other plan file is refused.",
+)
+def engine_config_sync(update_kubeconfig, label_nodes, plan_out, plan_file, expect_digest, **run):
     """Bring the engine configuration of every host in line with the inventory.
 
     Exit codes: 0 done (or nothing to do), 1 failed, 2 work found (dry run with
@@ -182,10 +207,38 @@ def engine_config_sync(update_kubeconfig, label_nodes, **run):
       cargoship engine-config-sync -i inventory/ --dry-run --detailed-exitcode --report-json plan.json
       cargoship engine-config-sync -i inventory/ --confirm -w 25% --vault-id prod@prompt
       cargoship engine-config-sync -i inventory/ --check -l 'worker-0*' -K
+      cargoship engine-config-sync -i inventory/ --dry-run --plan-out prod.plan
+      cargoship engine-config-sync -i inventory/ --plan prod.plan --expect-digest sha256:… --confirm
     """
     # Given only when asked for here: otherwise the inventory's own setting stands.
     switches = {"cargoship_kubeconfig_update": update_kubeconfig, "cargoship_label_nodes": label_nodes}
-    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, command_line(run))
+    asked = command_line(run)
+    switches.update(plan_switches(asked, plan_out, plan_file, expect_digest))
+    execute("engine-config-sync", {k: v for k, v in switches.items() if v is not None}, asked)
+
+
+def plan_switches(asked, plan_out: Path | None, plan_file: Path | None, expect_digest: str | None) -> dict:
+    """The reviewed plan's options as the playbook's variables, checked before anything runs: a plan file that
+    was edited or is not the reviewed one is refused here, with no host contacted."""
+    if plan_out is not None and not asked.dry_run:
+        usage_error("--plan-out writes the plan of a dry run: add --dry-run")
+    if plan_out is not None and plan_file is not None:
+        usage_error("--plan-out and --plan contradict each other: make a plan with a dry run, then apply it")
+    if expect_digest is not None and plan_file is None:
+        usage_error("--expect-digest names the digest of the plan given with --plan")
+    if plan_out is not None:
+        check_report_path(plan_out, "--plan-out")
+        return {"cargoship_plan_out": str(plan_out.expanduser().absolute())}
+    if plan_file is None:
+        return {}
+    plans = plan_module()
+    try:
+        _plan, digest = plans.load(str(plan_file), expect_digest)
+    except plans.PlanError as exc:
+        errors.print(f"refused: {exc}")
+        sys.exit(EXIT_FAILED)
+    console.print(styled("applying the reviewed plan ", (str(plan_file), "bold"), f" ({digest})"))
+    return {"cargoship_plan_file": str(plan_file.expanduser().absolute()), "cargoship_plan_digest": digest}
 
 
 @main.group()

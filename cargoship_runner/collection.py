@@ -134,6 +134,14 @@ def lock_keeper():
     return _lock_keeper
 
 
+def plan_module():
+    """The reviewed plan's file format and checks (plugin_utils/_plan.py)."""
+    _importable()
+    from ansible_collections.cargoship.engine.plugins.plugin_utils import _plan
+
+    return _plan
+
+
 def report_module():
     """The report's data and plain rendering (plugin_utils/_report.py)."""
     return _plugin_utils().report

@@ -18,7 +18,7 @@ import yaml
 from cargoship_runner import __version__
 from cargoship_runner.collection import phases
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_USAGE, ending
-from cargoship_runner.output import console, errors
+from cargoship_runner.output import console, errors, styled
 from cargoship_runner.preflight import malformed_yaml
 from cargoship_runner.progress import Progress
 from cargoship_runner.recovery import recover, release_own_locks
@@ -52,7 +52,9 @@ class CommandLine:
 def execute(title: str, extravars: dict, asked: CommandLine, changes_hosts: bool = True) -> None:
     """One run of the engine-config-sync playbook (all of it, or one phase): confirm, run, report, exit."""
     if asked.dry_run and asked.confirm:
-        usage_error("--dry-run and --confirm contradict each other: --dry-run changes nothing, --confirm does the real run")
+        usage_error(
+            "--dry-run and --confirm contradict each other: --dry-run changes nothing, --confirm does the real run"
+        )
     if asked.report_json and asked.report_json != Path("-"):
         check_report_path(asked.report_json)
     user_vars, user_var_files = parse_extra_vars(asked.extra_vars)
@@ -99,6 +101,7 @@ def execute(title: str, extravars: dict, asked: CommandLine, changes_hosts: bool
         render_report(outcome.report, output)
         if asked.show_diff:
             render_diffs(outcome.report)
+    tell_plan(outcome.report, extravars, asked)
     report = outcome.report or stand_in_report(title, asked.dry_run, outcome)
     if asked.report_json:
         write_report(report, asked.report_json)
@@ -142,24 +145,42 @@ def execute(title: str, extravars: dict, asked: CommandLine, changes_hosts: bool
     sys.exit(end.code)
 
 
+def tell_plan(report: dict | None, extravars: dict, asked: CommandLine) -> None:
+    """After a dry run asked to write a plan: where it is, its digest, and how to apply exactly it."""
+    if not extravars.get("cargoship_plan_out"):
+        return
+    plan = (report or {}).get("plan") or {}
+    if not plan.get("written"):
+        errors.print("no plan was written: the dry run did not go through (see above)")
+        return
+    console.print(styled("plan written to ", (plan["file"], "bold"), "; its digest: ", (plan["digest"], "bold")))
+    inventories = " ".join(f"-i {shlex.quote(str(path))}" for path in asked.inventory)
+    console.print(
+        styled(
+            "apply exactly this plan, once reviewed: cargoship engine-config-sync ",
+            f"{inventories} --plan {shlex.quote(plan['file'])} --expect-digest {plan['digest']} --confirm",
+        )
+    )
+
+
 def usage_error(message: str) -> None:
     errors.print(f"cargoship: {message}")
     sys.exit(EXIT_USAGE)
 
 
-def check_report_path(destination: Path) -> None:
-    """--report-json FILE is checked before the run: a report that cannot be written is known at once, not
-    after the nodes were restarted."""
+def check_report_path(destination: Path, option: str = "--report-json") -> None:
+    """--report-json FILE (--plan-out FILE) is checked before the run: a file that cannot be written is known at
+    once, not after the nodes were restarted."""
     target = destination.expanduser()
     directory = target.parent if str(target.parent) else Path(".")
     if target.is_symlink():
-        usage_error(f"--report-json {destination}: is a symbolic link; name the file itself")
+        usage_error(f"{option} {destination}: is a symbolic link; name the file itself")
     if target.is_dir():
-        usage_error(f"--report-json {destination}: is a directory; name a file")
+        usage_error(f"{option} {destination}: is a directory; name a file")
     if not directory.is_dir():
-        usage_error(f"--report-json {destination}: no such directory {directory}")
+        usage_error(f"{option} {destination}: no such directory {directory}")
     if not os.access(directory, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        usage_error(f"--report-json {destination}: not writable")
+        usage_error(f"{option} {destination}: not writable")
 
 
 def ask_passwords(become: bool, vault: bool) -> dict:
@@ -258,7 +279,9 @@ def write_report(report: dict, destination: Path) -> None:
         if target.is_symlink():
             # Checked before the run; one planted since is neither followed nor replaced.
             Path(tmp).unlink()
-            errors.print(f"did not write the report to {destination}: it became a symbolic link during the run", markup=False)
+            errors.print(
+                f"did not write the report to {destination}: it became a symbolic link during the run", markup=False
+            )
             return
         os.replace(tmp, target)
     except OSError as exc:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-console = Console(highlight=False)
-errors = Console(stderr=True, highlight=False, soft_wrap=True)
+console = Console(highlight=False, markup=False)
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:

@@ -24,7 +24,11 @@ class ActionModule(ActionBase):
             # The reads the run's phases declare, rendered for this host as each phase renders its own.
             try:
                 calls = survey_calls(
-                    self._templar, task_vars, bool(self._play_context.check_mode), self._task.args.get("selected")
+                    self._templar,
+                    task_vars,
+                    bool(self._play_context.check_mode),
+                    self._task.args.get("selected"),
+                    applying_plan=task_vars.get("cargoship_plan_file") is not None,
                 )
             except ValueError as exc:
                 return {**result, "failed": True, "msg": str(exc)}
@@ -34,4 +38,5 @@ class ActionModule(ActionBase):
             module_args={"calls": calls, "credentials": credentials},
             task_vars=task_vars,
         )
-        return merge_hash(result, module_result)
+        # Which answers a later task may take depends on whether the survey was made in a dry run (_survey.py).
+        return merge_hash(result, {**module_result, "dry_run": bool(self._play_context.check_mode)})

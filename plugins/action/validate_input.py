@@ -65,6 +65,8 @@ def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> l
         return [f"{name}: must be a lower-case DNS label (it becomes node-role.kubernetes.io/<profile>), got {value!r}"]
     if kind == "concurrency" and not CONCURRENCY.match(str(value)):
         return [f"{name}: expected a count (e.g. 2) or a percentage (e.g. 25%), got {value!r}"]
+    if kind == "restart" and value not in ("drain", "in_place"):
+        return [f"{name}: expected drain or in_place, got {value!r}"]
     if kind == "hooks":
         return _hooks.problems(value, phases)
     if kind == "secret_paths":

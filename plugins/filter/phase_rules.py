@@ -9,6 +9,7 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules impo
     charts_kept,
     cis_refusal,
     engine_state,
+    restart_mode,
     restart_reason,
 )
 
@@ -17,6 +18,7 @@ class FilterModule:
     def filters(self):
         return {
             "restart_reason": restart_reason,
+            "restart_mode": restart_mode,
             "cis_refusal": cis_refusal,
             "charts_kept": charts_kept,
             "engine_state": engine_state,

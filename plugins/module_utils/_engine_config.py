@@ -7,6 +7,7 @@ The logic of the engine_config module, here so that host_survey runs the same co
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _credentials
@@ -269,6 +270,28 @@ MODULE_KWARGS = {
 }
 
 
+# Kinds whose files may hold credentials (registry auth, chart secrets): their fingerprint never hashes a
+# credential (see fingerprint_of).
+CREDENTIAL_KINDS = ("registries", "chart_values")
+
+
+def fingerprint_of(item: dict, current: str | None, secret_paths: list) -> str:
+    """What a reviewed plan records of a managed file as it is now: ``absent``, or the sha256 of its content;
+    for a file that may hold credentials, the sha256 of its content with every credential masked, with its size
+    and modification time (so that a credential changed by hand shows too, though no hash of it is kept)."""
+    if current is None:
+        return "absent"
+    if item["kind"] not in CREDENTIAL_KINDS:
+        return "sha256:" + hashlib.sha256(current.encode()).hexdigest()
+    shown, _after = masked_texts(item, current, secret_paths)
+    try:
+        status = os.stat(item["path"])
+    except OSError as exc:
+        raise Failed(f"cannot read {item['path']}: {exc.strerror}", path=item["path"]) from exc
+    masked_hash = hashlib.sha256(shown.encode()).hexdigest()
+    return f"masked-sha256:{masked_hash} size:{status.st_size} mtime:{status.st_mtime_ns}"
+
+
 def run(module) -> dict:
     """The module's work: its result, or Failed."""
     params = module.params
@@ -295,9 +318,10 @@ def run(module) -> dict:
     files += removed
     if params["only_kinds"]:
         files = [item for item in files if item["kind"] in params["only_kinds"]]
-    changes, diffs, drifted = [], [], []
+    changes, diffs, drifted, fingerprint = [], [], [], {}
     for item in files:
         current = read_current(module, item["path"])
+        fingerprint[item["path"]] = fingerprint_of(item, current, secret_paths_given(params))
         if item["content"] is None:
             if current is None:
                 continue
@@ -337,6 +361,7 @@ def run(module) -> dict:
         "changes": changes,
         "restart_required": any(c["restart"] for c in changes),
         "kept": kept,
+        "fingerprint": fingerprint,
     }
     # One backend for the run's writes and the clean-up of what state=staged left.
     backend = files_of(module) if params["backup_id"] and not module.check_mode else None

@@ -37,7 +37,7 @@ DONE = {
 
 # What a node was doing when its last finished step was this one.
 NEXT = {
-    OPENED: "the drain",
+    OPENED: "the drain (restarted in place: the engine stop)",
     DRAINED: "the engine stop",
     STOPPED: "writing the new configuration",
     WRITTEN: "the engine start",

@@ -230,6 +230,14 @@ kept:
   returned: always
   type: list
   elements: str
+fingerprint:
+  description:
+    - Each managed file compared (O(state=present) or V(staged)) mapped to what it is now, as a reviewed plan
+      records it, V(absent), or V(sha256:<hex>) of its content; for a file that may hold credentials (the
+      registries file, chart values) V(masked-sha256:<hex> size:<bytes> mtime:<ns>), the hash of its content with
+      every credential masked, so that no hash of a credential is returned.
+  returned: with O(state=present) or V(staged)
+  type: dict
 restart_required:
   description: Whether any change needs an engine restart.
   returned: always

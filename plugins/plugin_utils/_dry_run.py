@@ -31,9 +31,11 @@ import copy
 from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import NODE_ROLES
 from ansible_collections.cargoship.engine.plugins.plugin_utils._host_checks import facts_of, outcome
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import (
+    IN_PLACE,
+    NO_RESTART,
     charts_kept,
     cis_refusal,
-    restart_reason,
+    restart_mode,
     truthy,
 )
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, play_steps
@@ -223,30 +225,43 @@ class PlayAssessment:
             self.give(host, phase["name"], TASKS["compare"], plan)
             self.keep_diff(host, plan)
             if not plan.get("failed"):
-                down = restart_reason(plan, self.engine(host), run_option(self.vars[host], "cargoship_force"))
-                if down is not None:
-                    restarts[host] = f" (it is {down} now)" if down else ""
+                variables = self.vars[host]
+                mode = restart_mode(
+                    plan,
+                    self.engine(host),
+                    run_option(variables, "cargoship_force"),
+                    run_option(variables, "cargoship_restart"),
+                )
+                if mode["mode"] != NO_RESTART:
+                    restarts[host] = mode
         if self.failed_items():
             return
-        drain = self.run_module(
-            "cluster_node",
-            {
-                "names": [self.node_name(host) for host in self.hosts],
-                "state": "drained",
-                "force": run_option(self.settings, "cargoship_drain_force"),
-                **self.api_args(),
-            },
-        )
-        self.give(self.hosts[0], phase["name"], TASKS["drain_plan"], drain)
-        if drain.get("failed"):
-            return
-        for host, reason in restarts.items():
+        # Only the nodes that a real run would drain (a restart in place drains none).
+        drained = [self.node_name(host) for host, mode in restarts.items() if mode["mode"] != IN_PLACE]
+        drain = {}
+        if drained:
+            drain = self.run_module(
+                "cluster_node",
+                {
+                    "names": drained,
+                    "state": "drained",
+                    "force": run_option(self.settings, "cargoship_drain_force"),
+                    **self.api_args(),
+                },
+            )
+            self.give(self.hosts[0], phase["name"], TASKS["drain_plan"], drain)
+            if drain.get("failed"):
+                return
+        for host, mode in restarts.items():
             service = self.engine(host).get("service", "")
-            changes = list((drain.get("by_node") or {}).get(self.node_name(host)) or [])
-            changes += [f"restart {service}{reason}", "wait until Ready", "uncordon"]
+            if mode["mode"] == IN_PLACE:
+                changes = [f"restart {service} in place ({mode['why']})", "wait until Ready"]
+            else:
+                changes = list((drain.get("by_node") or {}).get(self.node_name(host)) or [])
+                changes += [f"drain and restart {service} ({mode['why']})", "wait until Ready", "uncordon"]
             self.give(host, phase["name"], TASKS["restart"], reported(phase["name"], changes))
             hooks = self.vars[host].get("cargoship_hooks") or {}
-            for when in ("before", "after"):
+            for when in ("window", "before", "after"):
                 point = f"{phase['name']}.{when}.{hook_role}"
                 if hooks.get(point):
                     self.give(host, HOOKS, f"Hooks at {point}", hooks_listed(point, hooks[point]))

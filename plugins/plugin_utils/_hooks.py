@@ -19,8 +19,14 @@ def roles_of(phase: dict) -> tuple[str, ...]:
     return {"controllers": ("controller",), "workers": ("worker",)}.get(phase.get("play", ""), NODE_ROLES)
 
 
+def moments(phase: dict) -> tuple[str, ...]:
+    """When a phase's hooks may run: before and after it; a per-node phase also has its window check
+    (``window``), asked before anything is done to each node: a hook that fails there refuses the node."""
+    return ("window", "before", "after") if phase.get("per_node") else ("before", "after")
+
+
 def hook_points(phase: dict) -> list[str]:
-    return [f"{phase['name']}.{when}.{role}" for when in ("before", "after") for role in roles_of(phase)]
+    return [f"{phase['name']}.{when}.{role}" for when in moments(phase) for role in roles_of(phase)]
 
 
 def all_hook_points(phases: list[dict]) -> list[str]:
@@ -56,7 +62,7 @@ def problems(hooks: object, phases: list[dict]) -> list[str]:
         if point not in points:
             phase, rest = str(point).partition(".")[::2]
             other = next((p for p in phases if p["name"] == phase and rest.split(".")[-1] in NODE_ROLES), None)
-            if other is not None and rest.count(".") == 1 and rest.split(".")[0] in ("before", "after"):
+            if other is not None and rest.count(".") == 1 and rest.split(".")[0] in moments(other):
                 found.append(
                     f"{where}: never fires: {phase} runs for {' and '.join(r + 's' for r in roles_of(other))} "
                     f"only (its hook points: {', '.join(hook_points(other))})"
@@ -66,7 +72,8 @@ def problems(hooks: object, phases: list[dict]) -> list[str]:
             found.append(
                 f"{where}: not a hook point"
                 + (f" (did you mean {hint[0]}?)" if hint else "")
-                + "; hook points are <phase>.before|after.controller|worker and cluster_ready (cargoship phase list)"
+                + "; hook points are <phase>.before|after.controller|worker, <sync phase>.window.controller|worker "
+                "and cluster_ready (cargoship phase list)"
             )
             continue
         if not isinstance(entries, list) or not entries:

@@ -52,3 +52,35 @@ def charts_kept(chart_values: object) -> list[str]:
         for chart, spec in named.items()
         if spec != "absent"
     ]
+
+
+KIND_WORDS = {
+    "registries": "registries",
+    "audit_policy": "audit policy",
+    "pod_security": "pod security",
+    "config": "engine config drop-in",
+    "chart_values": "chart values",
+}
+NO_RESTART, IN_PLACE, DRAIN = "none", "in_place", "drain"
+
+
+def restart_mode(plan: dict, engine: dict, force: object = False, setting: object = "drain") -> dict:
+    """How the node's sync takes it out of service, and why: ``{"mode", "why"}``. ``none``: no restart (nothing
+    to change, or only chart values, which the engine applies without one); ``in_place``: the engine restarts
+    without a drain (cargoship_restart: in_place; the units use KillMode=process, so the pods' containers keep
+    running, real-engines.md); ``drain``: cordoned and drained, then restarted. A node whose engine is not
+    running is always drained: its pods may not be running, and the kubelet's view of them is stale."""
+    changes = (plan or {}).get("changes") or []
+    restarting = sorted({c.get("kind") for c in changes if c.get("restart")})
+    words = ", ".join(KIND_WORDS.get(kind, str(kind)) for kind in restarting)
+    reason = restart_reason(plan, engine, force)
+    if reason is None:
+        charts = any(c.get("kind") == "chart_values" for c in changes)
+        why = "chart values only: applied without a restart" if charts else "nothing to change"
+        return {"mode": NO_RESTART, "why": why}
+    if reason:
+        return {"mode": DRAIN, "why": f"its engine is {reason}: a node whose engine is not running is always drained"}
+    cause = f"{words} changed" if words else ("cargoship_force restarts it" if truthy(force) else "its files changed")
+    if str(setting) == IN_PLACE:
+        return {"mode": IN_PLACE, "why": f"{cause}; cargoship_restart: in_place, so no drain: pods keep running"}
+    return {"mode": DRAIN, "why": f"{cause}; cargoship_restart: drain"}

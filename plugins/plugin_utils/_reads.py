@@ -35,7 +35,9 @@ def problems(phase: str, read: object) -> list[str]:
         found.append(f"{phase}: read.survey must be one of {', '.join(SURVEY_WHEN)}, not {read.get('survey')!r}")
     if not isinstance(read.get("args"), dict):
         found.append(f"{phase}: read.args must be a mapping")
-    unknown = set(read) - {"module", "survey", "args", "become"}
+    if "plan" in read and not isinstance(read["plan"], bool):
+        found.append(f"{phase}: read.plan must be true or false")
+    unknown = set(read) - {"module", "survey", "args", "become", "plan"}
     if unknown:
         found.append(f"{phase}: read has unknown keys {', '.join(sorted(unknown))}")
     return found
@@ -97,15 +99,23 @@ def concerns(phase: dict, host: str, variables: dict) -> bool:
     return role in roles_of(phase)
 
 
-def survey_calls(templar, variables: dict, check_mode: bool, selected: str | None = None) -> list[dict]:
-    """The survey's calls for one host: every planned phase's read that concerns it, in a dry run; in a real
-    run only the reads whose answers hold there."""
+def asked(read: dict, check_mode: bool, applying_plan: bool) -> bool:
+    """Whether the survey asks a read: in a dry run every read; in a real run the reads whose answers hold
+    there, and, when it applies a reviewed plan, the reads the plan was made from (``plan: true``), so that
+    every fingerprint is checked before anything is changed."""
+    return check_mode or read["survey"] == "every run" or (applying_plan and bool(read.get("plan")))
+
+
+def survey_calls(
+    templar, variables: dict, check_mode: bool, selected: str | None = None, applying_plan: bool = False
+) -> list[dict]:
+    """The survey's calls for one host: every planned phase's read that concerns it that is asked (``asked``)."""
     host = variables.get("inventory_hostname", "")
     layered = with_defaults(variables)  # once for the host, not once per read
     return [
         render(phase, templar, layered)
         for phase in declared(selected=selected)
-        if (check_mode or phase["read"]["survey"] == "every run") and concerns(phase, host, variables)
+        if asked(phase["read"], check_mode, applying_plan) and concerns(phase, host, variables)
     ]
 
 

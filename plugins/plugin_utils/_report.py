@@ -71,6 +71,7 @@ class RunReport:
         self.errors: list[dict] = []
         self.host_states: dict[str, str] = {}  # host -> ok, failed or unreachable
         self.inventory_args = "-i INVENTORY"  # how the recover command printed for a node names the inventory
+        self.plan: dict = {}  # the reviewed plan this dry run wrote, or this run applied (run_plan)
 
     def _entry(self, phase: str, host: str) -> dict:
         table = self.hosts[phase] if phase in self.hosts else self.stages.setdefault(phase, {})
@@ -79,6 +80,10 @@ class RunReport:
     def result(self, host: str, phase: str | None, task_name: str, result: dict, status: str) -> None:
         """Feed one task result of ``phase`` (``status``: ok, changed, failed, unreachable, skipped)."""
         self.seen_hosts.add(host)
+        if status in ("ok", "changed") and isinstance(result.get("cargoship_plan"), dict):
+            self.plan.update(
+                {k: v for k, v in result["cargoship_plan"].items() if k in ("digest", "file", "written", "applied")}
+            )
         if status == "unreachable":
             self.host_states[host] = "unreachable"
         elif status == "failed":
@@ -214,6 +219,8 @@ class RunReport:
             report["selected_phase"] = self.selected
         if self.nodes:
             report["nodes"] = dict(sorted(self.nodes.items()))
+        if self.plan:
+            report["plan"] = dict(self.plan)
         if self.node_progress.in_flight:
             report["nodes_left_mid_sync"] = self.node_progress.left_mid_sync(self.run_id, self.inventory_args)
         if self.stages:

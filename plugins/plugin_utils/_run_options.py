@@ -47,6 +47,7 @@ SPEC_TYPES = {
     "secret_paths": "list",
     "desired": "raw",
     "engine": "str",
+    "restart": "str",
 }
 GROUPS = ("desired state", "fleet", "rollout", "Kubernetes API", "lock", "local kubeconfig", "run")
 
@@ -246,6 +247,51 @@ OPTIONS: tuple[Option, ...] = (
         "proven by then is rolled back.",
         default=60,
         roles=SYNC,
+    ),
+    Option(
+        "cargoship_restart",
+        "restart",
+        "rollout",
+        "How a node whose engine must restart is taken out of service: V(drain) (cordon and drain it first, "
+        "then restart) or V(in_place) (restart the engine without a drain: k3s and RKE2 stop only their own "
+        "process, the pods' containers keep running). A node whose engine is not running is always drained. "
+        "Chart values alone never restart a node.",
+        default="drain",
+        roles=SYNC,
+        spec={"choices": ["drain", "in_place"]},
+    ),
+    Option(
+        "cargoship_pause_between_nodes",
+        "int",
+        "rollout",
+        "Seconds to wait after a node (a batch of workers) was changed before the next one is started on.",
+        default=0,
+        roles=SYNC,
+    ),
+    Option(
+        "cargoship_plan_out",
+        "path",
+        "run",
+        "With a dry run: write the plan (what was found on each host and what would be done) to this file, "
+        "to apply it later, exactly, with O(cargoship_plan_file).",
+        playbooks=("engine_config_sync",),
+    ),
+    Option(
+        "cargoship_plan_file",
+        "path",
+        "run",
+        "Apply this reviewed plan: the run is refused, before anything is changed, if a host, a file, a node or "
+        "the inventory's desired state is not what the plan was made from, and each node is checked again "
+        "before it is touched.",
+        roles=("connect", *SYNC),
+        playbooks=("engine_config_sync",),
+    ),
+    Option(
+        "cargoship_plan_digest",
+        "str",
+        "run",
+        "With O(cargoship_plan_file): the digest of the plan that was reviewed; any other plan is refused.",
+        roles=("connect", *SYNC),
     ),
     Option(
         "cargoship_force",

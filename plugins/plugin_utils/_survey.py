@@ -43,8 +43,11 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
     """The survey's answer to ``module`` called with ``args``, or None if the host has to be asked."""
     if not isinstance(survey, dict) or survey.get("failed") or survey.get("skipped"):
         return None
-    # In a real run, an answer of what the run changes holds only if it found nothing to clean.
-    only_if_nothing_found = not check_mode and module not in HOLD_IN_A_REAL_RUN
+    # In a real run, an answer of what the run changes holds only if it found nothing to clean; so too for a
+    # task in check mode inside a real run (a sync phase's comparison), whose survey was made before the lock
+    # (a real run's survey asks those reads only to check a reviewed plan).
+    made_in_dry_run = bool(survey.get("dry_run"))
+    only_if_nothing_found = not (check_mode and made_in_dry_run) and module not in HOLD_IN_A_REAL_RUN
     if only_if_nothing_found and not nothing_to_clean(module, args):
         return None
     if bool(survey.get("diff_mode")) != bool(diff_mode) and module == "engine_config":

@@ -102,7 +102,7 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
         )
         assert dry.returncode == 0, dry.stdout + dry.stderr
         plan = (tmp_path / "d.json").read_text()
-        assert "restart k3s-agent (it is activating (auto-restart) now)" in plan
+        assert "drain and restart k3s-agent (its engine is activating (auto-restart): a node whose engine" in plan
         inventory = desired_inventory(lab, tmp_path / "inv", cargoship_service_timeout=12)
         report = tmp_path / "real.json"
         real = cargoship(

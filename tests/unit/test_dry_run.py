@@ -50,7 +50,10 @@ def survey(host: str, **overrides) -> dict:
         "disconnect": {"changed": False},
     }
     answers.update(overrides)
-    return {"changed": False, "answers": [{"phase": p, "module": "x", "args": {}, "result": r} for p, r in answers.items()]}
+    return {
+        "changed": False,
+        "answers": [{"phase": p, "module": "x", "args": {}, "result": r} for p, r in answers.items()],
+    }
 
 
 class Modules:
@@ -83,7 +86,9 @@ def test_a_play_is_assessed_from_the_survey_answers_for_every_host_with_one_call
     result, modules = assess("prepare", hostvars)
     assert not result.get("failed"), result.get("msg")
     for host in hostvars:
-        phases = [i["phase"] for i in result["cargoship_assessed"] if i["host"] == host and i["phase"] != "validate_hosts"]
+        phases = [
+            i["phase"] for i in result["cargoship_assessed"] if i["host"] == host and i["phase"] != "validate_hosts"
+        ]
         assert list(dict.fromkeys(phases)) == ["detect_os", "lock", "host_facts", "engine_facts"], host
         lock = by(result, host, "lock")[0]
         assert lock["status"] == "changed" and lock["result"]["answered_by"] == "host_survey"
@@ -100,22 +105,69 @@ def test_a_drifted_or_stopped_node_gets_its_restart_with_the_batchs_one_drain_as
             "connect_survey": survey("w1", sync_worker={"changed": True, "changes": [], "restart_required": True}),
             "cargoship_hooks": HOOKS,
         },
-        "w2": {"connect_survey": survey("w2", engine_facts=engine("node-w2", state="failed")), "cargoship_hooks": HOOKS},
+        "w2": {
+            "connect_survey": survey("w2", engine_facts=engine("node-w2", state="failed")),
+            "cargoship_hooks": HOOKS,
+        },
         "w3": {"connect_survey": survey("w3"), "cargoship_hooks": HOOKS},
     }
     result, modules = assess("workers", hostvars, hooks=HOOKS, settings={"cargoship_api_context": "lab"})
     assert not result.get("failed")
     drains = [args for name, args in modules.calls if args.get("state") == "drained"]
-    assert drains == [{"names": ["node-w1", "node-w2", "node-w3"], "state": "drained", "force": False, "context": "lab"}]
+    # One drain assessment, of the nodes a real run would drain (w3 has nothing to do).
+    assert drains == [{"names": ["node-w1", "node-w2"], "state": "drained", "force": False, "context": "lab"}]
     restart = by(result, "w1", "sync_worker")[-1]["result"]["cargoship_phase"]["changes"]
-    assert restart == ["cordon", "evict default/web-node-w1", "restart k3s-agent", "wait until Ready", "uncordon"]
+    assert restart == [
+        "cordon",
+        "evict default/web-node-w1",
+        "drain and restart k3s-agent (its files changed; cargoship_restart: drain)",
+        "wait until Ready",
+        "uncordon",
+    ]
     down = by(result, "w2", "sync_worker")[-1]["result"]["cargoship_phase"]["changes"]
-    assert "restart k3s-agent (it is failed now)" in down
+    assert (
+        "drain and restart k3s-agent (its engine is failed: a node whose engine is not running is always drained)"
+        in down
+    )
     # w3 has nothing to do: its comparison only, no restart and no hooks listed.
-    assert [i["task"] for i in by(result, "w3", "sync_worker")] == ["Compare the engine configuration with the desired state"]
+    assert [i["task"] for i in by(result, "w3", "sync_worker")] == [
+        "Compare the engine configuration with the desired state"
+    ]
     hooks = [i["result"]["cargoship_phase"]["changes"] for i in by(result, "w1", "hooks")]
     assert hooks == [["would run hook sync_worker.before.worker: page on-call"]]
     assert not by(result, "w3", "hooks")
+
+
+def test_a_restart_in_place_is_assessed_without_a_drain_and_says_why():
+    registries = {"kind": "registries", "path": "/etc/rancher/k3s/registries.yaml", "action": "update", "restart": True}
+    in_place = {"cargoship_restart": "in_place"}
+    hostvars = {
+        "w1": {
+            "connect_survey": survey(
+                "w1", sync_worker={"changed": True, "changes": [registries], "restart_required": True}
+            ),
+            **in_place,
+        },
+        # A stopped engine is drained whatever the setting.
+        "w2": {"connect_survey": survey("w2", engine_facts=engine("node-w2", state="failed")), **in_place},
+        "w3": {
+            "connect_survey": survey(
+                "w3", sync_worker={"changed": True, "changes": [registries], "restart_required": True}
+            )
+        },
+    }
+    result, modules = assess("workers", hostvars, settings={"cargoship_api_context": "lab"})
+    assert not result.get("failed"), result.get("msg")
+    drains = [args["names"] for name, args in modules.calls if args.get("state") == "drained"]
+    assert drains == [["node-w2", "node-w3"]]
+    w1 = by(result, "w1", "sync_worker")[-1]["result"]["cargoship_phase"]["changes"]
+    assert w1 == [
+        "restart k3s-agent in place (registries changed; cargoship_restart: in_place, so no drain: pods keep running)",
+        "wait until Ready",
+    ]
+    w3 = by(result, "w3", "sync_worker")[-1]["result"]["cargoship_phase"]["changes"]
+    assert "drain and restart k3s-agent (registries changed; cargoship_restart: drain)" in w3
+    assert w3[-1] == "uncordon"
 
 
 def test_the_report_reads_an_assessment_as_it_reads_each_hosts_own_tasks():
@@ -158,7 +210,11 @@ def test_a_host_the_survey_did_not_answer_for_fails_rather_than_being_taken_for_
 
 def test_a_cis_hardened_rke2_server_is_refused_unless_told_to():
     cis = engine("node-c1", profile="cis")
-    common = {"connect_survey": survey("c1", engine_facts=cis), "cargoship_engine": "rke2", "cargoship_pod_security": {}}
+    common = {
+        "connect_survey": survey("c1", engine_facts=cis),
+        "cargoship_engine": "rke2",
+        "cargoship_pod_security": {},
+    }
     result, _modules = assess("prepare", {"c1": dict(common)})
     assert result["failed"] and "rancher-restricted" in result["msg"]
     result, _modules = assess("prepare", {"c1": {**common, "cargoship_pod_security_over_cis": True}})
@@ -183,7 +239,9 @@ def test_each_dry_run_step_is_done_in_exactly_one_way_and_only_connect_goes_to_e
             assert step_scope(step, by_name) == "each host"
             assert (step["role"] if step["role"] != "hooks" else step["point"].split(".")[0]) == "connect"
     # Outside a dry run the scope is ignored: every step runs on each host.
-    assert play_steps(phases, "prepare", "", HOOKS, False, scope="each host") == play_steps(phases, "prepare", "", HOOKS, False)
+    assert play_steps(phases, "prepare", "", HOOKS, False, scope="each host") == play_steps(
+        phases, "prepare", "", HOOKS, False
+    )
 
 
 @pytest.mark.parametrize("phase", [p for p in load_phases() if p["dry_run_scope"] == "play"], ids=lambda p: p["name"])

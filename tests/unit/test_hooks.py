@@ -65,7 +65,10 @@ def test_hook_points_cover_the_roles_each_phase_runs_for_and_cluster_ready():
     # The sync phases run in their own role's play: a hook of the other role there would never fire.
     assert "sync_controller.after.controller" in points and "sync_controller.after.worker" not in points
     assert "sync_worker.before.worker" in points and "sync_worker.before.controller" not in points
-    assert points[-1] == "cluster_ready" and len(points) == 10 * 4 + 2 * 2 + 1
+    # The per-node sync phases also have a window check, before anything is done to each node.
+    assert "sync_worker.window.worker" in points and "sync_controller.window.controller" in points
+    assert "lock.window.controller" not in points
+    assert points[-1] == "cluster_ready" and len(points) == 10 * 4 + 2 * 3 + 1
 
 
 def test_every_hook_problem_is_named_at_once_and_a_point_that_never_fires_says_why():

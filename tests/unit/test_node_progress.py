@@ -88,6 +88,8 @@ def test_the_role_opens_the_window_with_the_fact_the_tracker_reads():
     )
     steps = [(m.rsplit(".", 1)[1], t[m].get("state", "present")) for t in after for m in t if m in stateful]
     assert steps == [
+        # A controller restarted in place is checked safe to stop instead of drained (no node state).
+        ("cluster_node", "safe_to_stop"),
         ("cluster_node", "drained"),
         ("engine_service", "stopped"),
         ("engine_config", "present"),

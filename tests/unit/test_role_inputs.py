@@ -22,6 +22,7 @@ AGREES = {
     "hooks": {"dict", "raw"},
     "phase": {"str"},
     "secret_paths": {"list"},
+    "restart": {"str"},
 }
 
 

@@ -99,6 +99,7 @@ def test_engine_config_without_a_layout_takes_the_engine_settings_answered_befor
 
 SURVEY = {
     "changed": False,
+    "dry_run": True,
     "diff_mode": True,
     "answers": [
         {"module": "host_info", "args": {"gather": ["os"]}, "result": {"os": {"id": "debian"}}},
@@ -161,12 +162,31 @@ def test_what_a_real_run_changes_is_answered_in_check_mode_only_but_nothing_to_c
 
 def test_a_real_run_reads_the_engine_again_under_its_lock():
     survey = {
+        "dry_run": True,
         "diff_mode": False,
         "answers": [{"module": "engine_info", "args": {"engine": "k3s"}, "result": {"version": "v1"}}],
     }
     assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=True, diff_mode=False)["version"] == "v1"
     # Made before this run held the lock: another run may have finished in between.
     assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=False, diff_mode=False) is None
+
+
+def test_a_real_runs_survey_made_to_check_a_plan_never_answers_a_later_comparison():
+    # A real run that applies a reviewed plan asks the engine and the files in its survey (before its lock);
+    # a sync phase's comparison (a task in check mode) must read them again on the host, under the lock.
+    survey = {
+        "dry_run": False,
+        "diff_mode": False,
+        "answers": [
+            {"module": "engine_info", "args": {"engine": "k3s"}, "result": {"version": "v1"}},
+            {"module": "engine_config", "args": {"engine": "k3s"}, "result": {"changes": []}},
+        ],
+    }
+    assert answer_from(survey, "engine_info", {"engine": "k3s"}, check_mode=True, diff_mode=False) is None
+    assert answer_from(survey, "engine_config", {"engine": "k3s"}, check_mode=True, diff_mode=False) is None
+    # What no run changes still holds.
+    survey["answers"].append({"module": "host_info", "args": {"gather": ["os"]}, "result": {"os": {}}})
+    assert answer_from(survey, "host_info", {"gather": ["os"]}, check_mode=True, diff_mode=False) is not None
 
 
 def host_vars(host: str, **more) -> dict:
@@ -251,3 +271,13 @@ def test_a_bad_read_declaration_is_refused_naming_the_phase():
         "x: read.survey must be one of every run, dry run, not 'always'",
         "x: read.args must be a mapping",
     ]
+
+
+@pytest.mark.parametrize("host", ["c1", "w1"])
+def test_a_real_run_that_applies_a_plan_asks_the_reads_the_plan_was_made_from(host):
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import survey_calls
+
+    sync = "sync_controller" if host == "c1" else "sync_worker"
+    calls = survey_calls(templar(), host_vars(host), False, applying_plan=True)
+    # Not the lock's nor the clean-up's (a plan is not made from them): only the engine and the files.
+    assert [call["phase"] for call in calls] == ["detect_os", "host_facts", "engine_facts", sync]

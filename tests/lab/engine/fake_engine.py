@@ -92,12 +92,16 @@ import socket  # noqa: E402
 import ssl  # noqa: E402
 import threading  # noqa: E402
 import urllib.error  # noqa: E402
+import urllib.parse  # noqa: E402
 import urllib.request  # noqa: E402
+import uuid  # noqa: E402
 
 import yaml  # noqa: E402
 
 # The kubelet renews its node Lease every 10 s (nodelease: renewInterval = 0.25 x 40 s).
 LEASE_RENEW_SECONDS = 10
+# The lab's record of the containers running on this host (sync_pod_containers).
+CONTAINERS = "/run/cargoship-lab/containers.json"
 LEASE_DURATION_SECONDS = 40
 # A registries.yaml that cannot be read is retried on this period (the agent's own retry loop).
 REGISTRIES_RETRY_SECONDS = 5
@@ -847,6 +851,10 @@ class Engine:
                 self.sync_mirror_pods()
             except (OSError, urllib.error.URLError, KeyError) as exc:
                 log("error", f"failed to sync mirror pods: {exc}")
+            try:
+                self.sync_pod_containers()
+            except (OSError, urllib.error.URLError, KeyError, ValueError) as exc:
+                log("error", f"failed to sync pod status: {exc}")
             if self.stopping.wait(LEASE_RENEW_SECONDS):
                 return
 
@@ -942,6 +950,68 @@ class Engine:
         if self.role == "server":
             components += ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"]
         return components
+
+    def sync_pod_containers(self) -> None:
+        """The pods' containers outlive the engine: k3s's and RKE2's units use KillMode=process, so stopping the
+        engine stops its own process and containerd-shim keeps the containers running; only the killall script
+        (or a reboot) stops them (real-engines.md, "KillMode=process"; k3s docs, uninstall/killall). The lab
+        keeps its record of the running containers in CONTAINERS (under /run, so a reboot clears it, and the
+        killall stand-in removes it). At each pass the kubelet stand-in reports, for each pod bound to its node,
+        the container it runs: the one recorded if it is still there (an engine restart keeps it: same
+        containerID, startedAt and restartCount), else a new one (restartCount + 1 if the pod ran one before).
+        Mirror pods are the static pods' own (sync_mirror_pods)."""
+        name = self.node["name"]
+        try:
+            with open(CONTAINERS, encoding="utf-8") as handle:
+                record = json.load(handle)
+        except FileNotFoundError:
+            record = {}
+        pods = self.api.call("GET", "/api/v1/pods?fieldSelector=spec.nodeName%3D" + urllib.parse.quote(name))
+        seen = {}
+        for pod in pods.get("items") or []:
+            meta, spec, status = pod.get("metadata") or {}, pod.get("spec") or {}, pod.get("status") or {}
+            if spec.get("nodeName") != name or meta.get("deletionTimestamp"):
+                continue
+            if "kubernetes.io/config.mirror" in (meta.get("annotations") or {}):
+                continue
+            uid = meta.get("uid", "")
+            running = record.get(uid)
+            before = (status.get("containerStatuses") or [None])[0]
+            if running is None:
+                running = {
+                    "containerID": f"containerd://{uuid.uuid4().hex}{uuid.uuid4().hex}",
+                    "startedAt": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                    "restartCount": int(before["restartCount"]) + 1 if before else 0,
+                }
+            seen[uid] = running
+            container = (spec.get("containers") or [{"name": "main"}])[0]
+            wanted = {
+                "name": container.get("name", "main"),
+                "image": container.get("image", ""),
+                "containerID": running["containerID"],
+                "restartCount": running["restartCount"],
+                "ready": True,
+                "started": True,
+                "state": {"running": {"startedAt": running["startedAt"]}},
+            }
+            if before == wanted and status.get("startTime"):
+                continue
+            self.api.call(
+                "PATCH",
+                f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta.get('name')}/status",
+                {
+                    "status": {
+                        "startTime": status.get("startTime") or running["startedAt"],
+                        "containerStatuses": [wanted],
+                    }
+                },
+                content_type="application/merge-patch+json",
+            )
+        if seen != record:
+            os.makedirs(os.path.dirname(CONTAINERS), exist_ok=True)
+            with open(CONTAINERS + ".tmp", "w", encoding="utf-8") as handle:
+                json.dump(seen, handle)
+            os.replace(CONTAINERS + ".tmp", CONTAINERS)
 
     def sync_mirror_pods(self) -> None:
         """As the kubelet does: a mirror pod in the API for each static pod, made again if deleted."""
