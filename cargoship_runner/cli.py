@@ -237,7 +237,7 @@ def plan_switches(asked, plan_out: Path | None, plan_file: Path | None, expect_d
     except plans.PlanError as exc:
         errors.print(f"refused: {exc}")
         sys.exit(EXIT_FAILED)
-    console.print(styled("applying the reviewed plan ", (str(plan_file), "bold"), f" ({digest})"))
+    console.print(styled("applying the reviewed plan ", (str(plan_file), "bold"), f" ({digest})"), soft_wrap=True)
     return {"cargoship_plan_file": str(plan_file.expanduser().absolute()), "cargoship_plan_digest": digest}
 
 

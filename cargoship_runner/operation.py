@@ -153,13 +153,16 @@ def tell_plan(report: dict | None, extravars: dict, asked: CommandLine) -> None:
     if not plan.get("written"):
         errors.print("no plan was written: the dry run did not go through (see above)")
         return
-    console.print(styled("plan written to ", (plan["file"], "bold"), "; its digest: ", (plan["digest"], "bold")))
+    console.print(
+        styled("plan written to ", (plan["file"], "bold"), "; its digest: ", (plan["digest"], "bold")), soft_wrap=True
+    )
     inventories = " ".join(f"-i {shlex.quote(str(path))}" for path in asked.inventory)
     console.print(
         styled(
             "apply exactly this plan, once reviewed: cargoship engine-config-sync ",
             f"{inventories} --plan {shlex.quote(plan['file'])} --expect-digest {plan['digest']} --confirm",
-        )
+        ),
+        soft_wrap=True,
     )
 
 

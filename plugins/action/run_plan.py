@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import MANAGED_BY
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
     ARGUMENT_SPEC,
     api_client,
@@ -21,10 +22,12 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_access impo
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import api_message
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _plan
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import charts_kept
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import DESIRED_STATE_ARGS
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import value as run_option
 
 STATES = ("written", "checked", "node_checked")
+MANAGED = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())  # as helm_chart_configs selects them
 SYNC_PHASES = {"controller": "sync_controller", "worker": "sync_worker"}
 
 
@@ -103,23 +106,44 @@ class ActionModule(ActionBase):
             raise Refused("; ".join(problems))
         if not hosts:
             raise Refused("no host to make a plan for")
-        return _plan.make(hosts, self.node_names(args), states, salt)
+        nodes, deletes = self.from_the_api(args, hostvars, list(hosts))
+        return _plan.make(hosts, nodes, states, salt, deletes=deletes)
 
     @staticmethod
-    def node_names(args: dict) -> list:
+    def from_the_api(args: dict, hostvars, hosts: list) -> tuple[list, list]:
+        """The cluster's node names, and the chart values the controllers' phase would delete through the API
+        (HelmChartConfigs cargoship made for charts no longer in the inventory: roles/node_sync/tasks/prune_charts.yml,
+        under the same conditions)."""
         params = connection_params(args)
+        first = hostvars[hosts[0]]
+        values = first.get("cargoship_chart_values")
+        controllers = set(first.get("fleet_controllers") or [])
+        prunes = values is not None and controllers <= set(hosts)
         try:
-            listed = KubeApi(api_client(params)).request("GET", "/api/v1/nodes") or {}
+            api = KubeApi(api_client(params))
+            listed = api.request("GET", "/api/v1/nodes") or {}
+            found = (
+                api.list_cluster_custom_object("helm.cattle.io", "v1", "helmchartconfigs", label_selector=MANAGED)
+                if prunes
+                else {}
+            )
         except ApiException as exc:
-            raise Refused(f"Kubernetes API refused the node list: {api_message(exc)}") from exc
+            raise Refused(f"Kubernetes API refused a read: {api_message(exc)}") from exc
         except Exception as exc:  # ApiUnavailable, and the client's kinds for an unusable kubeconfig or API
             raise Refused(f"cannot reach the Kubernetes API with {describe(params)}: {exc}") from exc
-        return [(item.get("metadata") or {}).get("name") for item in listed.get("items") or []]
+        keep = set(charts_kept(values)) if prunes else set()
+        deletes = sorted(
+            f"delete HelmChartConfig {item['metadata']['namespace']}/{item['metadata']['name']}"
+            for item in found.get("items") or []
+            if f"{item['metadata']['namespace']}/{item['metadata']['name']}" not in keep
+        )
+        return [(item.get("metadata") or {}).get("name") for item in listed.get("items") or []], deletes
 
     def written(self, args: dict, task_vars: dict) -> dict:
         plan = self.made_now(args, task_vars, _plan.new_salt())
         digest = _plan.write(args["path"], plan)
         work = sorted(host for host, entry in plan["hosts"].items() if entry["changes"] or entry["restart"] != "none")
+        work += ["the cluster"] if plan["cluster"] else []
         return {
             "changed": False,
             "cargoship_plan": {"digest": digest, "file": str(args["path"]), "written": True, "hosts_with_work": work},

@@ -111,14 +111,18 @@ def new_salt() -> str:
     return secrets.token_hex(16)
 
 
-def make(hosts: dict, nodes: list, states: dict, salt: str, operation: str = "engine-config-sync") -> dict:
+def make(
+    hosts: dict, nodes: list, states: dict, salt: str, deletes: list = (), operation: str = "engine-config-sync"
+) -> dict:
     """The plan: ``hosts`` maps each inventory host to its host_entry, ``nodes`` the cluster's node names,
-    ``states`` each host's desired state (for the inventory's digest; not kept)."""
+    ``states`` each host's desired state (for the inventory's digest; not kept), ``deletes`` what the run would
+    delete through the API (chart values no longer in the inventory)."""
     return {
         "format": FORMAT,
         "operation": operation,
         "hosts": dict(sorted(hosts.items())),
         "nodes": sorted(nodes),
+        "cluster": sorted(deletes),
         "inventory": {"salt": salt, "digest": inventory_digest(states, salt)},
     }
 
@@ -175,7 +179,7 @@ def load(path: str, expect_digest: str | None = None) -> tuple[dict, str]:
         raise PlanError(
             f"{path} is not the reviewed plan: its digest is {found}, the reviewed one is {expect_digest.strip()}"
         )
-    for key in ("hosts", "nodes", "inventory"):
+    for key in ("hosts", "nodes", "cluster", "inventory"):
         if key not in plan:
             raise PlanError(f"{path} is not a complete cargoship plan (no {key})")
     return plan, found
@@ -244,6 +248,11 @@ def differences(planned: dict, now: dict) -> list[str]:
         found.append(f"nodes joined the cluster since the plan: {', '.join(sorted(nodes_now - nodes_then))}")
     if nodes_then - nodes_now:
         found.append(f"nodes left the cluster since the plan: {', '.join(sorted(nodes_then - nodes_now))}")
+    if planned["cluster"] != now["cluster"]:
+        listed = "; ".join(now["cluster"]) or "nothing"
+        found.append(
+            f"the cluster: the run would now {listed}, the plan lists {'; '.join(planned['cluster']) or 'nothing'}"
+        )
     for host in sorted(hosts_then & hosts_now):
         found += host_differences(host, planned["hosts"][host], now["hosts"][host])
     if not found and planned["inventory"].get("digest") != now["inventory"].get("digest"):

@@ -150,6 +150,11 @@ def test_every_difference_from_the_hosts_is_named_with_its_host():
     more = {**planned, "hosts": {**planned["hosts"], "w9": planned["hosts"]["w1"]}, "nodes": ["node-c1"]}
     found = _plan.differences(planned, more)
     assert "hosts not in the plan: w9" in found and "nodes left the cluster since the plan: node-w1" in found
+    # What the run would delete through the API (chart values no longer in the inventory).
+    pruning = {**planned, "cluster": ["delete HelmChartConfig kube-system/traefik"]}
+    assert _plan.differences(planned, pruning) == [
+        "the cluster: the run would now delete HelmChartConfig kube-system/traefik, the plan lists nothing"
+    ]
 
 
 def test_the_restart_mode_is_the_least_each_change_needs():
@@ -178,7 +183,10 @@ def test_the_restart_mode_is_the_least_each_change_needs():
     ("args", "said"),
     [
         (["--plan-out", "p.json"], "--plan-out writes the plan of a dry run: add --dry-run"),
-        (["--dry-run", "--expect-digest", "sha256:x"], "--expect-digest names the digest of the plan given with --plan"),
+        (
+            ["--dry-run", "--expect-digest", "sha256:x"],
+            "--expect-digest names the digest of the plan given with --plan",
+        ),
         (["--dry-run", "--plan-out", "no/such/dir/p.json"], "--plan-out no/such/dir/p.json: no such directory"),
     ],
 )

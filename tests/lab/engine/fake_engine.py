@@ -988,6 +988,8 @@ class Engine:
             wanted = {
                 "name": container.get("name", "main"),
                 "image": container.get("image", ""),
+                # Every field a kubelet always sets (core/v1 ContainerStatus: name, ready, restartCount, image, imageID).
+                "imageID": "sha256:" + hashlib.sha256(str(container.get("image", "")).encode()).hexdigest(),
                 "containerID": running["containerID"],
                 "restartCount": running["restartCount"],
                 "ready": True,
