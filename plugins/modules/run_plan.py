@@ -17,7 +17,7 @@ description:
     desired state. It holds no credential. Its digest is the sha256 of its canonical JSON.
   - V(written) makes the plan from the connect phase's survey of O(hosts) (the engine's read and the sync
     phases' comparisons), the hosts' variables and the cluster's node list, and writes it to O(path) (mode
-    0600). It writes in check mode too: that is what it is for.
+    0600). It writes in check mode too, which is what it is for.
   - V(checked) refuses a plan file that was edited (its content does not give the digest it carries) or is
     not the reviewed one (O(expect_digest)); then makes the plan again from this run's survey and fails,
     naming each host and what differs (a file, the engine, the node, the desired state, the hosts or nodes),

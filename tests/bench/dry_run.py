@@ -2,6 +2,7 @@
 
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50,100 [--repeat 3] [--controllers 3] [--forks 50] [--real]
     .venv/bin/python tests/bench/dry_run.py --sizes 10 --node-overhead
+    .venv/bin/python tests/bench/dry_run.py --sizes 50 --plan            # what a reviewed plan adds
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --floor        # also two playbooks of cargoship's shape
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --floor --floor-tasks 5   # ... with 5 tasks per host
     .venv/bin/python tests/bench/dry_run.py --sizes 10,50 --mitogen DIR   # DIR holds ansible_mitogen/
@@ -25,6 +26,8 @@ of tasks costs without cargoship's phase structure (its plays, its phase include
 third, survey+phases, has the shape a dry run had before it assessed each play once (issue 28): its plays,
 a role per phase included per host from a loop, as many tasks per host in each phase as it had, with
 trivial tasks in place of cargoship's work; it shows what that per-host structure cost.
+With --plan, at the largest size: dry runs without a plan, writing one, and checking every host against
+it (a dry run given the plan, as applying one checks before it changes anything).
 With --node-overhead, a real run of the smallest size one node at a time (work concurrency 1) instead,
 and per node: its time in the sync, the part spent on the engine's own restart (stop, start with its
 settle time, until Ready) and on the drain, and the rest, cargoship's own overhead.
@@ -156,7 +159,8 @@ def node_overhead(inventory: Path, limit: str, forks: int) -> None:
             limit=limit,
             forks=forks,
             extravars={"cargoship_work_concurrency": 1},
-        ), times
+        ),
+        times,
     )
     print(f"real run, one node at a time: rc {outcome.rc}")
     print(f"{'node':>6} {'in sync':>8} {'restart+drain':>14} {'overhead':>9}")
@@ -347,15 +351,43 @@ def timed_floor(playbook: Path, inventory: Path, limit: str, forks: int) -> dict
     )
 
 
-def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = True) -> dict:
+def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = True, more: dict | None = None) -> dict:
     counts = Counts()
-    extravars = {"cargoship_work_concurrency": "20%"}
+    extravars = {"cargoship_work_concurrency": "20%", **(more or {})}
     started = time.monotonic()
     options = RunOptions(
-        playbook="engine_config_sync", inventory=inventory, dry_run=dry_run, limit=limit, forks=forks, extravars=extravars
+        playbook="engine_config_sync",
+        inventory=inventory,
+        dry_run=dry_run,
+        limit=limit,
+        forks=forks,
+        extravars=extravars,
     )
     outcome = run_playbook(options, counts)
     return {"rc": outcome.rc, "seconds": time.monotonic() - started, "counts": counts}
+
+
+def plan_costs(inventory: Path, limit: str, forks: int, repeat: int, size: int) -> None:
+    """What a reviewed plan adds to a dry run: writing it (one node list, the inventory's salted digest), and
+    a dry run that checks every host against it (what applying one does before it changes anything)."""
+    plan = Path(tempfile.mkdtemp(prefix="cargoship-bench-")) / "fleet.plan"
+    plain = [timed_cargoship(inventory, limit, forks)["seconds"] for _run in range(repeat)]
+    written = [
+        timed_cargoship(inventory, limit, forks, more={"cargoship_plan_out": str(plan)}) for _run in range(repeat)
+    ]
+    checked = [
+        timed_cargoship(inventory, limit, forks, more={"cargoship_plan_file": str(plan)}) for _run in range(repeat)
+    ]
+
+    def middle(values: list) -> float:
+        return sorted(values)[len(values) // 2]
+
+    print(
+        f"plan at {size} hosts: dry run {middle(plain):.1f}s; writing the plan {middle([r['seconds'] for r in written]):.1f}s "
+        f"(rc {'/'.join(str(r['rc']) for r in written)}); checking every host against it "
+        f"{middle([r['seconds'] for r in checked]):.1f}s (rc {'/'.join(str(r['rc']) for r in checked)}); "
+        f"plan file {plan.stat().st_size / 1024:.0f} KiB"
+    )
 
 
 def children_peak_mb() -> float:
@@ -382,6 +414,11 @@ def main() -> int:
         "--real",
         action="store_true",
         help="also a real run, real runs with nothing to do, and a dry run, at the largest size",
+    )
+    parser.add_argument(
+        "--plan",
+        action="store_true",
+        help="also, at the largest size, a dry run writing a plan and a dry run checking the fleet against it",
     )
     parser.add_argument(
         "--node-overhead",
@@ -471,6 +508,8 @@ def main() -> int:
                 for name in ("cargoship", *floor):
                     print_per_added_host(previous, now, label=name)
             previous = now
+        if args.plan:
+            plan_costs(inventory, limit_of(lab, sizes[-1]), args.forks, args.repeat, sizes[-1])
         if args.real:
             limit = limit_of(lab, sizes[-1])
             real = timed_cargoship(inventory, limit, args.forks, dry_run=False)

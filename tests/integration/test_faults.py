@@ -127,7 +127,8 @@ def test_a_node_a_lost_run_left_stopped_and_cordoned_is_finished_by_the_next_run
         "engine-config-sync", "-i", inventory, "--limit", "w1", "--dry-run", "--report-json", str(tmp_path / "dry.json")
     )
     worker = next(p for p in json.loads((tmp_path / "dry.json").read_text())["phases"] if p["name"] == "sync_worker")
-    assert "drain and restart k3s-agent (its engine is inactive (dead): a node whose engine is not running is always drained)" in worker["hosts"]["w1"]["changes"], dry.stdout
+    down = "drain and restart k3s-agent (its engine is inactive (dead): a node whose engine is not running is always drained)"
+    assert down in worker["hosts"]["w1"]["changes"], dry.stdout
     result = cargoship("engine-config-sync", "-i", inventory, "--limit", "w1", "--confirm")
     assert result.returncode == 0, result.stdout + result.stderr
     assert fleet.sh("w1", "systemctl is-active k3s-agent").stdout.strip() == "active"

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import subprocess
 
 import pytest
-from helpers import EXAMPLE, cargoship, converged_lab, desired_inventory, engine_files, wait_for
+from helpers import EXAMPLE, REPO, cargoship, converged_lab, desired_inventory, engine_files, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -192,26 +193,45 @@ def test_a_reviewed_plan_is_applied_exactly_and_refused_when_stale_edited_or_not
     assert lab.starts("c1") > starts["c1"] and lab.starts("w1") > starts["w1"] and lab.starts("w2") == starts["w2"]
     assert "mirror-c.internal.example" not in lab.sh("w2", f"cat {REGISTRIES}").stdout
 
-    # Reviewed again, then applied: exactly the plan, its digest in the report; every pod kept running.
-    final, digest = plan("final.plan")
-    assert [h for h in HOSTS if json.loads(final.read_text())["plan"]["hosts"][h]["changes"]] == ["w2"]
+    # Reviewed again, then applied as the AWX job template pair does (docs/awx): the plan job (Check) writes
+    # the plan and hands it to the workflow; after the approval, the apply job (Run) applies the plan the
+    # workflow carries, with the digest the approver read. Exactly that plan, its digest in the report; every
+    # pod kept running.
+    plan_path = tmp_path / "awx.plan"
+    planned = playbook(inventory, "docs/awx/plan.yml", "--check", "-e", f"fleet_plan_path={plan_path}")
+    assert planned.returncode == 0, planned.stdout[-3000:]
+    final = json.loads(plan_path.read_text())
+    assert [h for h in HOSTS if final["plan"]["hosts"][h]["changes"]] == ["w2"]
+    workflow = tmp_path / "workflow.json"  # what the workflow passes on: the artifact, the survey's digest
+    approved = tmp_path / "approved.plan"
+    workflow.write_text(
+        json.dumps(
+            {
+                "fleet_plan": plan_path.read_text(),
+                "fleet_plan_path": str(approved),
+                "cargoship_plan_digest": final["digest"],
+            }
+        )
+    )
     before = pods(lab)
     report = tmp_path / "report.json"
-    applied = cargoship(
-        "engine-config-sync",
-        "-i",
-        str(inventory),
-        "--plan",
-        str(final),
-        "--expect-digest",
-        digest,
-        "--confirm",
-        "--report-json",
-        str(report),
-        timeout=600,
+    applied = playbook(
+        inventory, "docs/awx/apply.yml", "-e", f"@{workflow}", env={"CARGOSHIP_REPORT_JSON": str(report)}
     )
-    assert applied.returncode == 0, applied.stdout + applied.stderr
-    assert json.loads(report.read_text())["plan"] == {"digest": digest, "file": str(final), "applied": True}
+    assert applied.returncode == 0, applied.stdout[-3000:]
+    assert json.loads(report.read_text())["plan"] == {"digest": final["digest"], "file": str(approved), "applied": True}
     assert pods(lab) == before
     converged = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run", "--detailed-exitcode")
     assert converged.returncode == 0, converged.stdout + converged.stderr
+
+
+def playbook(inventory, name: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["ansible-playbook", "-i", str(inventory), name, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=REPO,
+        env={**os.environ, **(env or {})},
+    )
