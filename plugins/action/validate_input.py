@@ -18,7 +18,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     problems_of,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import window_problem
-from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks
+from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _plan
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
 from ansible_collections.cargoship.engine.plugins.plugin_utils._report import hosts_text
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import OPTIONS as RUN_OPTIONS
@@ -166,6 +166,38 @@ def lock_window_problems(variables) -> list[tuple[str, str | None]]:
     ]
 
 
+def plan_problems(variables, check_mode: bool, loaded: dict) -> list[tuple[str, str | None]]:
+    """A reviewed plan's variables against the run: a plan is written by a whole dry run and applied by a whole
+    run, and the plan file named must be readable, unedited, and the reviewed one. ``loaded`` keeps each plan
+    file's answer, so that each is read once whatever the number of hosts."""
+    plan_out, plan_file = variables.get("cargoship_plan_out"), variables.get("cargoship_plan_file")
+    digest = variables.get("cargoship_plan_digest")
+    found = []
+    if plan_out is not None and plan_file is not None:
+        found.append(
+            "cargoship_plan_out and cargoship_plan_file: a dry run writes a plan, a later run applies it; not both"
+        )
+    elif plan_out is not None and not check_mode:
+        found.append("cargoship_plan_out: the plan is written by a dry run; run with --check (cargoship: --dry-run)")
+    if digest is not None and plan_file is None:
+        found.append(
+            "cargoship_plan_digest: it names the digest of the plan given by cargoship_plan_file, which is not set"
+        )
+    if (plan_out is not None or plan_file is not None) and variables.get("cargoship_phase"):
+        found.append("cargoship_phase: a plan covers a whole run; it cannot be written or applied with one phase alone")
+    if isinstance(plan_file, str) and (isinstance(digest, str) or digest is None):
+        key = (plan_file, digest)
+        if key not in loaded:
+            try:
+                _plan.load(plan_file, digest)
+                loaded[key] = None
+            except _plan.PlanError as exc:
+                loaded[key] = f"cargoship_plan_file: {exc}"
+        if loaded[key]:
+            found.append(loaded[key])
+    return [(message, None) for message in found]
+
+
 def shown(hosts: list[str], every: int) -> str:
     text = hosts_text(hosts, every)
     return text if text == "every host" else f"host{'s' if len(hosts) > 1 else ''} {text}"
@@ -182,9 +214,11 @@ class ActionModule(ActionBase):
         phases = load_phases()
         # The same problem (a group_vars file's) on many hosts is one error, with the hosts it concerns.
         problems: dict[tuple[str, str | None], list[str]] = {}
+        loaded: dict = {}
         for host in hosts:
             try:
                 found = host_problems(hostvars[host], phases)
+                found += plan_problems(hostvars[host], bool(self._play_context.check_mode), loaded)
             except AnsibleError as exc:  # a variable that cannot be templated
                 found = [(f"a variable cannot be read: {exc.message}", None)]
             for problem in found:

@@ -219,7 +219,7 @@ class PlayAssessment:
         self.node_sync(phase, "worker")
 
     def node_sync(self, phase: dict, hook_role: str) -> None:
-        restarts = {}
+        restarts, with_work = {}, []
         for host in self.hosts:
             plan = self.answer(host, phase)
             self.give(host, phase["name"], TASKS["compare"], plan)
@@ -234,6 +234,8 @@ class PlayAssessment:
                 )
                 if mode["mode"] != NO_RESTART:
                     restarts[host] = mode
+                if mode["mode"] != NO_RESTART or plan.get("changed"):
+                    with_work.append(host)
         if self.failed_items():
             return
         # Only the nodes that a real run would drain (a restart in place drains none).
@@ -252,16 +254,19 @@ class PlayAssessment:
             self.give(self.hosts[0], phase["name"], TASKS["drain_plan"], drain)
             if drain.get("failed"):
                 return
-        for host, mode in restarts.items():
-            service = self.engine(host).get("service", "")
-            if mode["mode"] == IN_PLACE:
-                changes = [f"restart {service} in place ({mode['why']})", "wait until Ready"]
-            else:
-                changes = list((drain.get("by_node") or {}).get(self.node_name(host)) or [])
-                changes += [f"drain and restart {service} ({mode['why']})", "wait until Ready", "uncordon"]
-            self.give(host, phase["name"], TASKS["restart"], reported(phase["name"], changes))
+        for host in with_work:
+            mode = restarts.get(host)
+            if mode is not None:
+                service = self.engine(host).get("service", "")
+                if mode["mode"] == IN_PLACE:
+                    changes = [f"restart {service} in place ({mode['why']})", "wait until Ready"]
+                else:
+                    changes = list((drain.get("by_node") or {}).get(self.node_name(host)) or [])
+                    changes += [f"drain and restart {service} ({mode['why']})", "wait until Ready", "uncordon"]
+                self.give(host, phase["name"], TASKS["restart"], reported(phase["name"], changes))
+            # The window check before any node with work; the hooks around a restart only where there is one.
             hooks = self.vars[host].get("cargoship_hooks") or {}
-            for when in ("window", "before", "after"):
+            for when in ("window", "before", "after") if mode is not None else ("window",):
                 point = f"{phase['name']}.{when}.{hook_role}"
                 if hooks.get(point):
                     self.give(host, HOOKS, f"Hooks at {point}", hooks_listed(point, hooks[point]))

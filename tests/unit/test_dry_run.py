@@ -170,6 +170,26 @@ def test_a_restart_in_place_is_assessed_without_a_drain_and_says_why():
     assert w3[-1] == "uncordon"
 
 
+def test_the_window_check_is_listed_for_every_node_with_work_and_the_restart_hooks_only_around_a_restart():
+    hooks = {
+        "sync_controller.window.controller": [{"name": "change window", "command": "true"}],
+        "sync_controller.before.controller": [{"name": "page", "command": "true"}],
+    }
+    charts = {"kind": "chart_values", "path": "/m/traefik.yaml", "action": "update", "restart": False}
+    hostvars = {
+        "c1": {
+            "connect_survey": survey("c1", sync_controller={"changed": True, "changes": [charts]}),
+            "cargoship_hooks": hooks,
+        },
+        "c2": {"connect_survey": survey("c2"), "cargoship_hooks": hooks},
+    }
+    result, _modules = assess("controllers", hostvars, hooks=hooks, settings={"fleet_controllers": ["c1", "c2"]})
+    assert not result.get("failed"), result.get("msg")
+    listed = [i["result"]["cargoship_phase"]["changes"] for i in by(result, "c1", "hooks")]
+    assert listed == [["would run hook sync_controller.window.controller: change window"]]
+    assert not by(result, "c2", "hooks")
+
+
 def test_the_report_reads_an_assessment_as_it_reads_each_hosts_own_tasks():
     hostvars = {
         "w1": {"connect_survey": survey("w1", sync_worker={"changed": True, "changes": [], "restart_required": True})},

@@ -209,3 +209,37 @@ def test_an_edited_plan_is_refused_by_the_command_before_any_host_is_touched(tmp
         main, ["engine-config-sync", "-i", str(tmp_path), "--plan", str(path), "--expect-digest", digest, "--confirm"]
     )
     assert result.exit_code == 1 and "is not the reviewed plan" in result.output
+
+
+def test_a_plan_given_where_it_cannot_serve_is_refused_before_any_host_is_touched(tmp_path):
+    from ansible_collections.cargoship.engine.plugins.action import validate_input
+
+    path = tmp_path / "plan.json"
+    digest = _plan.write(str(path), plan_of())
+
+    def problems(check_mode: bool = False, **given) -> list[str]:
+        return [found[0] for found in validate_input.plan_problems(given, check_mode, {})]
+
+    assert problems(True, cargoship_plan_out=str(tmp_path / "new.plan")) == []
+    assert problems(cargoship_plan_file=str(path), cargoship_plan_digest=digest) == []
+    assert problems(cargoship_plan_out="p") == [
+        "cargoship_plan_out: the plan is written by a dry run; run with --check (cargoship: --dry-run)"
+    ]
+    assert problems(True, cargoship_plan_out="p", cargoship_plan_file=str(path))[0].startswith(
+        "cargoship_plan_out and cargoship_plan_file: a dry run writes a plan, a later run applies it"
+    )
+    assert problems(cargoship_plan_digest=digest) == [
+        "cargoship_plan_digest: it names the digest of the plan given by cargoship_plan_file, which is not set"
+    ]
+    assert problems(cargoship_plan_file=str(path), cargoship_phase="sync_worker") == [
+        "cargoship_phase: a plan covers a whole run; it cannot be written or applied with one phase alone"
+    ]
+    other = problems(cargoship_plan_file=str(path), cargoship_plan_digest="sha256:" + "0" * 64)
+    assert len(other) == 1 and "is not the reviewed plan" in other[0]
+    missing = problems(cargoship_plan_file=str(tmp_path / "none.plan"))
+    assert missing == [f"cargoship_plan_file: cannot read the plan {tmp_path / 'none.plan'}: No such file or directory"]
+    # The restart mode is one of two words.
+    found = validate_input.host_problems(
+        {"cargoship_engine": "k3s", "cargoship_restart": "inplace"}, validate_input.load_phases()
+    )
+    assert [message for message, _origin in found] == ["cargoship_restart: expected drain or in_place, got 'inplace'"]
