@@ -22,7 +22,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_access impo
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes import api_message
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, KubeApi
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _plan
-from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import charts_kept
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import charts_kept, truthy
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import DESIRED_STATE_ARGS
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import value as run_option
 
@@ -107,11 +107,11 @@ class ActionModule(ActionBase):
         if not hosts:
             raise Refused("no host to make a plan for")
         nodes, deletes = self.from_the_api(args, hostvars, list(hosts))
-        return _plan.make(hosts, nodes, states, salt, deletes=deletes)
+        return _plan.make(hosts, list(nodes), states, salt, cluster=deletes + labels(hosts, hostvars, nodes))
 
     @staticmethod
     def from_the_api(args: dict, hostvars, hosts: list) -> tuple[list, list]:
-        """The cluster's node names, and the chart values the controllers' phase would delete through the API
+        """The cluster's nodes (name: labels), and the chart values the controllers' phase would delete through the API
         (HelmChartConfigs cargoship made for charts no longer in the inventory: roles/node_sync/tasks/prune_charts.yml,
         under the same conditions)."""
         params = connection_params(args)
@@ -137,7 +137,26 @@ class ActionModule(ActionBase):
             for item in found.get("items") or []
             if f"{item['metadata']['namespace']}/{item['metadata']['name']}" not in keep
         )
-        return [(item.get("metadata") or {}).get("name") for item in listed.get("items") or []], deletes
+        nodes = {
+            (item.get("metadata") or {}).get("name"): (item.get("metadata") or {}).get("labels") or {}
+            for item in listed.get("items") or []
+        }
+        return nodes, deletes
+
+
+def labels(hosts: dict, hostvars, nodes: dict) -> list:
+    """The labels the label_nodes phase would set (when it is on): each host's profile, on its node, where the
+    node does not have it yet."""
+    found = []
+    for host, entry in hosts.items():
+        variables = hostvars[host]
+        profile = variables.get("cargoship_profile")
+        if profile is None or not truthy(variables.get("cargoship_label_nodes", False)):
+            continue
+        key = f"node-role.kubernetes.io/{profile}"
+        if (nodes.get(entry["node"]) or {}).get(key) != "true":
+            found.append(f"label node {entry['node']} {key}=true")
+    return found
 
     def written(self, args: dict, task_vars: dict) -> dict:
         plan = self.made_now(args, task_vars, _plan.new_salt())

@@ -12,9 +12,9 @@ description:
   - A plan records, for each host, what a dry run's decision was made from (the node's name, the engine, its
     version and unit state, the digest of the host's desired state with credentials masked, each managed file's
     fingerprint) and what was decided (each file change, and whether the node restarts in place, drained, or
-    not at all, with why); for the fleet, the hosts, the cluster's nodes, what the run would delete through the
-    API (the HelmChartConfigs of charts no longer in the inventory) and a salted PBKDF2 digest of the whole
-    desired state. It holds no credential. Its digest is the sha256 of its canonical JSON.
+    not at all, with why); for the fleet, the hosts, the cluster's nodes, what the run would change through
+    the API besides (the HelmChartConfigs of charts no longer in the inventory it deletes, the profile labels
+    it sets) and a salted PBKDF2 digest of the whole desired state. It holds no credential. Its digest is the sha256 of its canonical JSON.
   - V(written) makes the plan from the connect phase's survey of O(hosts) (the engine's read and the sync
     phases' comparisons), the hosts' variables and the cluster's node list, and writes it to O(path) (mode
     0600). It writes in check mode too, which is what it is for.

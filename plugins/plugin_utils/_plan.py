@@ -112,17 +112,18 @@ def new_salt() -> str:
 
 
 def make(
-    hosts: dict, nodes: list, states: dict, salt: str, deletes: list = (), operation: str = "engine-config-sync"
+    hosts: dict, nodes: list, states: dict, salt: str, cluster: list = (), operation: str = "engine-config-sync"
 ) -> dict:
     """The plan: ``hosts`` maps each inventory host to its host_entry, ``nodes`` the cluster's node names,
-    ``states`` each host's desired state (for the inventory's digest; not kept), ``deletes`` what the run would
-    delete through the API (chart values no longer in the inventory)."""
+    ``states`` each host's desired state (for the inventory's digest; not kept), ``cluster`` what the run would
+    change through the API besides the nodes' sync (chart values no longer in the inventory deleted, profile
+    labels set)."""
     return {
         "format": FORMAT,
         "operation": operation,
         "hosts": dict(sorted(hosts.items())),
         "nodes": sorted(nodes),
-        "cluster": sorted(deletes),
+        "cluster": sorted(cluster),
         "inventory": {"salt": salt, "digest": inventory_digest(states, salt)},
     }
 

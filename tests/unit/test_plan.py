@@ -243,3 +243,17 @@ def test_a_plan_given_where_it_cannot_serve_is_refused_before_any_host_is_touche
         {"cargoship_engine": "k3s", "cargoship_restart": "inplace"}, validate_input.load_phases()
     )
     assert [message for message, _origin in found] == ["cargoship_restart: expected drain or in_place, got 'inplace'"]
+
+
+def test_the_plan_lists_the_profile_labels_the_run_would_set():
+    from ansible_collections.cargoship.engine.plugins.action.run_plan import labels
+
+    hosts = plan_of()["hosts"]
+    hostvars = {
+        "c1": {"cargoship_profile": "edge", "cargoship_label_nodes": True},
+        "w1": {"cargoship_profile": "gpu", "cargoship_label_nodes": "true"},
+    }
+    nodes = {"node-c1": {"node-role.kubernetes.io/edge": "true"}, "node-w1": {}}
+    assert labels(hosts, hostvars, nodes) == ["label node node-w1 node-role.kubernetes.io/gpu=true"]
+    # Labelling off: nothing to list.
+    assert labels(hosts, {h: {**v, "cargoship_label_nodes": False} for h, v in hostvars.items()}, nodes) == []
