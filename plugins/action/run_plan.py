@@ -143,21 +143,6 @@ class ActionModule(ActionBase):
         }
         return nodes, deletes
 
-
-def labels(hosts: dict, hostvars, nodes: dict) -> list:
-    """The labels the label_nodes phase would set (when it is on): each host's profile, on its node, where the
-    node does not have it yet."""
-    found = []
-    for host, entry in hosts.items():
-        variables = hostvars[host]
-        profile = variables.get("cargoship_profile")
-        if profile is None or not truthy(variables.get("cargoship_label_nodes", False)):
-            continue
-        key = f"node-role.kubernetes.io/{profile}"
-        if (nodes.get(entry["node"]) or {}).get(key) != "true":
-            found.append(f"label node {entry['node']} {key}=true")
-    return found
-
     def written(self, args: dict, task_vars: dict) -> dict:
         plan = self.made_now(args, task_vars, _plan.new_salt())
         digest = _plan.write(args["path"], plan)
@@ -205,3 +190,18 @@ def labels(hosts: dict, hostvars, nodes: dict) -> list:
                 + ". It was not touched; the rollout stopped before it."
             )
         return {"changed": False, "msg": f"{host} is as the plan {digest} found it"}
+
+
+def labels(hosts: dict, hostvars, nodes: dict) -> list:
+    """The labels the label_nodes phase would set (when it is on): each host's profile, on its node, where the
+    node does not have it yet."""
+    found = []
+    for host, entry in hosts.items():
+        variables = hostvars[host]
+        profile = variables.get("cargoship_profile")
+        if profile is None or not truthy(variables.get("cargoship_label_nodes", False)):
+            continue
+        key = f"node-role.kubernetes.io/{profile}"
+        if (nodes.get(entry["node"]) or {}).get(key) != "true":
+            found.append(f"label node {entry['node']} {key}=true")
+    return found

@@ -364,7 +364,8 @@ def timed_cargoship(inventory: Path, limit: str, forks: int, dry_run: bool = Tru
         extravars=extravars,
     )
     outcome = run_playbook(options, counts)
-    return {"rc": outcome.rc, "seconds": time.monotonic() - started, "counts": counts}
+    errors = [e.get("message") for e in (outcome.report or {}).get("errors") or []] + list(outcome.ansible_errors or [])
+    return {"rc": outcome.rc, "seconds": time.monotonic() - started, "counts": counts, "errors": errors}
 
 
 def plan_costs(inventory: Path, limit: str, forks: int, repeat: int, size: int) -> None:
@@ -381,6 +382,13 @@ def plan_costs(inventory: Path, limit: str, forks: int, repeat: int, size: int) 
 
     def middle(values: list) -> float:
         return sorted(values)[len(values) // 2]
+
+    for run in written + checked:
+        if run["rc"] != 0:
+            print(f"a plan run failed (rc {run['rc']}): {run['errors'][-3:]}")
+    if not plan.exists():
+        print("no plan was written")
+        return
 
     print(
         f"plan at {size} hosts: dry run {middle(plain):.1f}s; writing the plan {middle([r['seconds'] for r in written]):.1f}s "

@@ -257,3 +257,54 @@ def test_the_plan_lists_the_profile_labels_the_run_would_set():
     assert labels(hosts, hostvars, nodes) == ["label node node-w1 node-role.kubernetes.io/gpu=true"]
     # Labelling off: nothing to list.
     assert labels(hosts, {h: {**v, "cargoship_label_nodes": False} for h, v in hostvars.items()}, nodes) == []
+
+
+def survey_of(engine: dict, compared_answer: dict, sync: str) -> dict:
+    return {"answers": [{"phase": "engine_facts", "result": engine}, {"phase": sync, "result": compared_answer}]}
+
+
+def test_the_action_writes_the_plan_from_the_survey_and_the_api_and_checks_hosts_and_nodes_against_it(kube, tmp_path):
+    from ansible_collections.cargoship.engine.plugins.action.run_plan import ActionModule, Refused
+
+    kube.node("node-c1")
+    kube.node("node-w1")
+    c1 = compared(FILES, [REGISTRIES_CHANGE])
+    w1 = compared({REGISTRIES_FILE: "masked-sha256:aa size:10 mtime:1"})
+    hostvars = {
+        "c1": {
+            **dict.fromkeys(()),
+            "fleet_controllers": ["c1"],
+            "cargoship_engine": "k3s",
+            "connect_survey": survey_of(ENGINE, c1, "sync_controller"),
+        },
+        "w1": {
+            "fleet_controllers": ["c1"],
+            "cargoship_engine": "k3s",
+            "connect_survey": survey_of(AGENT, w1, "sync_worker"),
+        },
+    }
+    action = ActionModule.__new__(ActionModule)
+    path = tmp_path / "fleet.plan"
+    args = {"path": str(path), "hosts": ["c1", "w1"], **kube.access}
+    written = action.written(args, {"hostvars": hostvars})
+    plan, digest = _plan.load(str(path))
+    assert written["cargoship_plan"] == {
+        "digest": digest,
+        "file": str(path),
+        "written": True,
+        "hosts_with_work": ["c1"],
+    }
+    assert plan["nodes"] == ["node-c1", "node-w1"] and plan["hosts"]["c1"]["restart"] == "drain"
+    assert action.checked({**args, "expect_digest": digest}, {"hostvars": hostvars})["cargoship_plan"]["applied"]
+    # w1's file changed since, and a node joined: every difference named, nothing else done.
+    hostvars["w1"]["connect_survey"] = survey_of(AGENT, compared({REGISTRIES_FILE: "absent"}), "sync_worker")
+    kube.node("node-w2")
+    with pytest.raises(
+        Refused, match=r"is stale: nodes joined the cluster since the plan: node-w2; w1: .* was removed"
+    ):
+        action.checked(args, {"hostvars": hostvars})
+    # At its turn, under the lock, a node is checked again from what its sync just read.
+    assert action.node_checked({**args, "host": "c1", "compared": c1, "engine": ENGINE}, {"hostvars": hostvars})
+    with pytest.raises(Refused, match=r"c1 is no longer as the plan .* found it: engine version is v1\.31\.0"):
+        later = {**ENGINE, "version": "v1.31.0+k3s1"}
+        action.node_checked({**args, "host": "c1", "compared": c1, "engine": later}, {"hostvars": hostvars})
