@@ -686,7 +686,7 @@ def soak(
             )
             if started.returncode != 0:
                 raise Breach(f"the soak's first run on {engine} failed: {started.stdout[-2000:]}")
-            for _ in range(per_engine.count(engine)):
+            for _rollout in range(per_engine.count(engine)):
                 state = rollout(lab, state, seed, index, directory, log, only)
                 index += 1
     finally:
