@@ -15,11 +15,12 @@ export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
 APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
 
-.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog compat dist collection clean docs molecule
+.PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog compat dist collection clean docs molecule soak
 
 help:
 	@echo "make demo    - bring up local test hosts and run the main job on them"
 	@echo "make test    - install what is needed and run the whole test suite"
+	@echo "make soak [ROLLOUTS=20] [SEED=S] - the chaos soak: random changes and faults, invariants after each (not in make test)"
 	@echo "make lab-up HOSTS=N [CONTROLLERS=M] [ENGINE=k3s|rke2] [VERSION=v1.30.2+k3s1]"
 	@echo "make lab-down - remove every container, namespace, link and process of the lab"
 	@echo "make lint    - ansible-lint (production profile), ruff, ansible-test sanity"
@@ -159,6 +160,9 @@ timed-compat:
 	@$(call timed,  make compat,$(MAKE) --no-print-directory compat)
 timed-molecule:
 	@$(call timed,  make molecule,CARGOSHIP_LAB_SLOT=$(MOLECULE_SLOT) $(MAKE) --no-print-directory molecule)
+
+soak: deps
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) tests/soak/soak.py --rollouts $(or $(ROLLOUTS),20) $(if $(SEED),--seed $(SEED),)
 
 clean: lab-down
 	rm -rf $(VENV) .cache

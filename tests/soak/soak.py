@@ -580,11 +580,18 @@ def pods_problems(lab: RunningLab, cluster: dict) -> list[str]:
     return found
 
 
+def drawn(seed: str, index: int, state: dict, engine: str, only: str | None = None) -> tuple:
+    """What a rollout draws: its random source (for the moments), the new desired state, the change said, the
+    fault."""
+    rng = random.Random(f"{seed}/{index}")
+    new_state, change = random_change(rng, state, engine)
+    fault = FAULTS[only] if only else FAULTS[rng.choice(sorted(FAULTS))]
+    return rng, new_state, change, fault
+
+
 def rollout(lab: RunningLab, state: dict, seed: str, index: int, directory: Path, log, only: str | None = None) -> dict:
     """One rollout; the new desired state. Raises Breach."""
-    rng = random.Random(f"{seed}/{index}")
-    new_state, change = random_change(rng, state, lab.engine)
-    fault = FAULTS[only] if only else FAULTS[rng.choice(sorted(FAULTS))]
+    rng, new_state, change, fault = drawn(seed, index, state, lab.engine, only)
     inventory = write_inventory(lab, directory / f"inventory-{index}", new_state)
     struck = Struck(fault.name)
     record = {"seed": seed, "rollout": index, "engine": lab.engine, "change": change, "fault": fault.name}
@@ -710,7 +717,9 @@ def summary(records: list[dict]) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--rollouts", type=int, default=20)
-    parser.add_argument("--seed", default=os.environ.get("SEED") or datetime.datetime.now(datetime.UTC).strftime("%Y%m%d%H%M%S"))
+    parser.add_argument(
+        "--seed", default=os.environ.get("SEED") or datetime.datetime.now(datetime.UTC).strftime("%Y%m%d%H%M%S")
+    )
     parser.add_argument("--hosts", type=int, default=10)
     parser.add_argument("--controllers", type=int, default=3)
     parser.add_argument("--engines", default="k3s,rke2")
