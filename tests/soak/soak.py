@@ -346,10 +346,11 @@ class ApiFault(Fault):
 
 
 class EngineSwitch(Fault):
-    """A lab switch on the node the run is on (tests/lab/engine/fake_engine.py), undone once its start went by."""
+    """A lab switch on the node the run reaches first (tests/lab/engine/fake_engine.py), undone once a start of
+    its engine met it, so that the rollback's own start is a normal one. It struck if a start met it."""
 
-    def __init__(self, name: str, switch: str, content: str) -> None:
-        self.name, self.switch, self.content = name, switch, content
+    def __init__(self, name: str, switch: str, content: str, met: str) -> None:
+        self.name, self.switch, self.content, self.met = name, switch, content, met
 
     def during(self, rollout, struck):
         lab = rollout.lab
@@ -364,14 +365,21 @@ class EngineSwitch(Fault):
             return
         starts = host_starts(lab, struck.target)
         in_host(lab, struck.target, "sh", "-c", f"echo {self.content} > {self.switch}")
-        struck.hit, struck.at = True, rollout.elapsed()
-        # Undone once the engine started with it (the rollback's own start is then a normal one).
         while not rollout.ended.is_set() and time.monotonic() < deadline:
-            if host_starts(lab, struck.target) > starts:
+            if self.met_by_a_start(lab, struck.target, starts):
+                struck.hit, struck.at = True, rollout.elapsed()
                 time.sleep(3)
                 break
             time.sleep(0.5)
         self.heal(rollout, struck)
+
+    def met_by_a_start(self, lab, name: str, starts: int) -> bool:
+        if self.met == "started":  # the engine started with it (its start is recorded once it loaded)
+            return host_starts(lab, name) > starts
+        # A start that waits: the unit stays activating.
+        return (
+            in_host(lab, name, "systemctl", "is-active", lab.service(name), check=False).stdout.strip() == "activating"
+        )
 
     def heal(self, rollout, struck):
         if struck.target:
@@ -413,8 +421,8 @@ FAULTS = {
         ApiFault("status"),
         ApiFault("reset"),
         # The engine never signals READY at this start (its unit would wait for ever).
-        EngineSwitch("engine_hang", "/etc/cargoship-lab/start-delay", "3600"),
-        EngineSwitch("kubelet_never_back", "/etc/cargoship-lab/kubelet-down", "1"),
+        EngineSwitch("engine_hang", "/etc/cargoship-lab/start-delay", "3600", met="activating"),
+        EngineSwitch("kubelet_never_back", "/etc/cargoship-lab/kubelet-down", "1", met="started"),
         StaleLock(),
     )
 }
