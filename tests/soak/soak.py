@@ -38,8 +38,9 @@ The invariants (``check``), after each rollout and its recovery:
 1. no node is cordoned, none carries cargoship's cordon mark;
 2. every engine is active, every node Ready, none restarting;
 3. every managed file is whole and cargoship's: right after the faulted run, each is either as it was before
-   that run or as the recovery left it (never a third content, never a temporary file left), owned by root,
-   mode 0600;
+   that run or as the recovery left it (never a third content), owned by root, mode 0600; after the recovery
+   no hidden file of a write is left (a run cut off between its write and its renames leaves them, whole, for
+   the next run to remove);
 4. no lock on any host;
 5. the nodes are the ones there were, and the pods are whole: each DaemonSet has its pod on every node, each
    ReplicaSet its replicas, every pod Running (a pod a drain evicted is replaced, not lost);
@@ -539,9 +540,11 @@ def check(
             found.append(f"{name}: engine {shown['engine']}")
         if shown["lock"]:
             found.append(f"{name}: a lock is left")
+        # A run cut off between writing its new files beside the old ones and renaming them leaves those hidden
+        # files (whole, never read by the engine); the next run removes them: none may be left after it.
+        for path in shown["temporary"]:
+            found.append(f"{name}: temporary file {path} left after the recovery")
         for state, when in ((during[name], "after the faulted run"), (shown, "after the recovery")):
-            for path in state["temporary"]:
-                found.append(f"{name}: temporary file {path} left {when}")
             for path, item in state["files"].items():
                 if item["owner"] != "root" or item["mode"] != "0o600":
                     found.append(f"{name}: {path} is {item['owner']} {item['mode']} {when}, not root's 0600")
