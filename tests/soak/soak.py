@@ -597,6 +597,10 @@ def drawn(seed: str, index: int, state: dict, engine: str, only: str | None = No
     rng = random.Random(f"{seed}/{index}")
     new_state, change = random_change(rng, state, engine)
     fault = FAULTS[only] if only else FAULTS[rng.choice(sorted(FAULTS))]
+    # How the rollout goes: workers at once, and restarts drained or in place.
+    new_state["cargoship_work_concurrency"] = rng.choice([1, 2, "50%"])
+    new_state["cargoship_restart"] = rng.choice(["drain", "in_place"])
+    change = [*change, f"{new_state['cargoship_restart']}, {new_state['cargoship_work_concurrency']} at once"]
     return rng, new_state, change, fault
 
 
