@@ -169,7 +169,7 @@ def lock_window_problems(variables) -> list[tuple[str, str | None]]:
 def plan_problems(variables, check_mode: bool, loaded: dict) -> list[tuple[str, str | None]]:
     """A reviewed plan's variables against the run: a plan is written by a whole dry run and applied by a whole
     run, and the plan file named must be readable, unedited, and the reviewed one. ``loaded`` keeps each plan
-    file's answer, so that each is read once whatever the number of hosts."""
+    file's answer, so that each is read once."""
     plan_out, plan_file = variables.get("cargoship_plan_out"), variables.get("cargoship_plan_file")
     digest = variables.get("cargoship_plan_digest")
     found = []
@@ -214,15 +214,20 @@ class ActionModule(ActionBase):
         phases = load_phases()
         # The same problem (a group_vars file's) on many hosts is one error, with the hosts it concerns.
         problems: dict[tuple[str, str | None], list[str]] = {}
-        loaded: dict = {}
         for host in hosts:
             try:
                 found = host_problems(hostvars[host], phases)
-                found += plan_problems(hostvars[host], bool(self._play_context.check_mode), loaded)
             except AnsibleError as exc:  # a variable that cannot be templated
                 found = [(f"a variable cannot be read: {exc.message}", None)]
             for problem in found:
                 problems.setdefault(problem, []).append(host)
+        # The plan's variables are the run's: read as the run's tasks read them (extra vars, and the vars of a
+        # play that imports the playbook, which hostvars do not show).
+        try:
+            for problem in plan_problems(task_vars, bool(self._play_context.check_mode), {}):
+                problems.setdefault(problem, []).extend(hosts)
+        except AnsibleError as exc:
+            problems.setdefault((f"a variable cannot be read: {exc.message}", None), []).extend(hosts)
         if problems:
             errors = [
                 {"message": message, "hosts": on, **({"origin": origin} if origin else {})}
