@@ -166,6 +166,9 @@ def lock_window_problems(variables) -> list[tuple[str, str | None]]:
     ]
 
 
+PLAN_VARIABLES = ("cargoship_plan_out", "cargoship_plan_file", "cargoship_plan_digest", "cargoship_phase")
+
+
 def plan_problems(variables, check_mode: bool, loaded: dict) -> list[tuple[str, str | None]]:
     """A reviewed plan's variables against the run: a plan is written by a whole dry run and applied by a whole
     run, and the plan file named must be readable, unedited, and the reviewed one. ``loaded`` keeps each plan
@@ -224,7 +227,9 @@ class ActionModule(ActionBase):
         # The plan's variables are the run's: read as the run's tasks read them (extra vars, and the vars of a
         # play that imports the playbook, which hostvars do not show).
         try:
-            for problem in plan_problems(task_vars, bool(self._play_context.check_mode), {}):
+            templar = self._templar.copy_with_new_env(available_variables=task_vars)
+            run_vars = {name: templar.template(task_vars[name]) for name in PLAN_VARIABLES if name in task_vars}
+            for problem in plan_problems(run_vars, bool(self._play_context.check_mode), {}):
                 problems.setdefault(problem, []).extend(hosts)
         except AnsibleError as exc:
             problems.setdefault((f"a variable cannot be read: {exc.message}", None), []).extend(hosts)
