@@ -571,6 +571,11 @@ def check(
     return found
 
 
+def settled(lab: RunningLab) -> bool:
+    cluster = cluster_state(lab)
+    return all(node["ready"] == "True" for node in cluster["nodes"].values()) and not pods_problems(lab, cluster)
+
+
 def pods_problems(lab: RunningLab, cluster: dict) -> list[str]:
     found = []
     pods = cluster["pods"]
@@ -630,7 +635,8 @@ def rollout(lab: RunningLab, state: dict, seed: str, index: int, directory: Path
         log(record)
         raise Breach(record["breach"][0])
     after = host_state(lab)
-    wait_until(lambda: not pods_problems(lab, cluster_state(lab)), "the pods to be whole", 90)
+    # A kubelet reports its node again within its 10-s status update once its network is back.
+    wait_until(lambda: settled(lab), "every node Ready and the pods whole", 90)
     cluster = cluster_state(lab)
     dry = subprocess.run(
         ["cargoship", "engine-config-sync", "-i", str(inventory), "--dry-run", "--detailed-exitcode"],

@@ -841,10 +841,22 @@ class Engine:
             }
         )
 
+    def post_status_if_lost(self) -> None:
+        """A running kubelet reports its node's status again when the API shows another: the node lifecycle
+        controller marks a node Unknown when its Lease went unrenewed (a network outage), and the kubelet's
+        next status update, made every 10 s and whenever the API's status differs from its own, puts Ready back
+        (kubernetes pkg/kubelet/kubelet_node_status.go, updateNodeStatus / tryUpdateNodeStatus)."""
+        node = self.api.call("GET", f"/api/v1/nodes/{self.node['name']}")
+        conditions = (node.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions):
+            log("info", "node status in the API is not Ready: posting it again")
+            self.set_ready(True, "KubeletReady")
+
     def lease_loop(self) -> None:
         while True:
             try:
                 self.renew_lease()
+                self.post_status_if_lost()
             except (OSError, urllib.error.URLError) as exc:
                 log("error", f"failed to renew node lease: {exc}")
             try:
