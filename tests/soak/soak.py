@@ -299,9 +299,9 @@ class DiskFull(Fault):
         lab = rollout.lab
         struck.target = rollout.rng.choice(list(lab.hosts))
         directory = f"/etc/rancher/{lab.engine}"
-        pid = labctl.podman("inspect", "--format", "{{.State.Pid}}", lab.hosts[struck.target].container).stdout.strip()
         nsenter(
-            pid,
+            lab,
+            struck.target,
             f"mkdir -p /run/full-disk && cp -a {directory}/. /run/full-disk/ && "
             f"mount -t tmpfs -o size=256k,mode=0755 full-disk {directory} && cp -a /run/full-disk/. {directory}/ && "
             f"(dd if=/dev/zero of={directory}/.filler bs=4k 2>/dev/null || true)",
@@ -312,17 +312,19 @@ class DiskFull(Fault):
     def heal(self, rollout, struck):
         lab = rollout.lab
         directory = f"/etc/rancher/{lab.engine}"
-        pid = labctl.podman("inspect", "--format", "{{.State.Pid}}", lab.hosts[struck.target].container).stdout.strip()
         # What the run left on the full directory is kept: it is what the host has.
         nsenter(
-            pid,
+            lab,
+            struck.target,
             f"rm -f {directory}/.filler && rm -rf /run/full-disk && mkdir -p /run/full-disk && "
             f"cp -a {directory}/. /run/full-disk/ && umount {directory} && cp -a /run/full-disk/. {directory}/ && "
             "rm -rf /run/full-disk",
         )
 
 
-def nsenter(pid: str, command: str) -> None:
+def nsenter(lab: RunningLab, name: str, command: str) -> None:
+    """A command in a host's mount namespace, as root of the machine (a tmpfs mounted there is the host's)."""
+    pid = labctl.podman("inspect", "--format", "{{.State.Pid}}", lab.hosts[name].container).stdout.strip()
     subprocess.run(["nsenter", "-t", pid, "-m", "sh", "-c", command], check=True, capture_output=True, text=True)
 
 
