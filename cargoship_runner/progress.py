@@ -50,7 +50,11 @@ class Progress:
                 self.reached(item.get("host", ""), item.get("phase", ""))
                 if item.get("status") == "failed":
                     message = (item.get("result") or {}).get("msg", "")
-                    errors.print(styled("  ", (f"{item.get('task', '')} failed on {item.get('host', '')}", "red"), f": {message}"))
+                    errors.print(
+                        styled(
+                            "  ", (f"{item.get('task', '')} failed on {item.get('host', '')}", "red"), f": {message}"
+                        )
+                    )
             return True
         if kind in ("runner_on_ok", "runner_on_failed", "runner_on_skipped"):
             self.reached(host, role)

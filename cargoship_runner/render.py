@@ -36,7 +36,11 @@ def render_report(report: dict, output: str = "table") -> None:
         table.add_column(Text(column), overflow="fold")
     for number, name, label, status, lines in rendering.report_rows(report):
         table.add_row(
-            Text(number), Text(name), Text(label), Text(status, style=STATUS_STYLE.get(status, "")), Text("\n".join(lines))
+            Text(number),
+            Text(name),
+            Text(label),
+            Text(status, style=STATUS_STYLE.get(status, "")),
+            Text("\n".join(lines)),
         )
     console.print(table)
 

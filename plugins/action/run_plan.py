@@ -24,7 +24,6 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _plan
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import charts_kept, truthy
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import DESIRED_STATE_ARGS
-from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import value as run_option
 
 STATES = ("written", "checked", "node_checked")
 MANAGED = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())  # as helm_chart_configs selects them
@@ -56,7 +55,7 @@ def survey_answer(host: str, variables, phase: str) -> dict:
 
 
 def entry_of(host: str, variables, engine: dict, compared: dict) -> dict:
-    mode = _plan.mode_of(compared, engine, variables, run_option)
+    mode = _plan.mode_of(compared, engine, variables)
     return _plan.host_entry(host, role_of(host, variables), desired_state(variables), engine, compared, mode)
 
 

@@ -169,10 +169,9 @@ def lock_window_problems(variables) -> list[tuple[str, str | None]]:
 PLAN_VARIABLES = ("cargoship_plan_out", "cargoship_plan_file", "cargoship_plan_digest", "cargoship_phase")
 
 
-def plan_problems(variables, check_mode: bool, loaded: dict) -> list[tuple[str, str | None]]:
+def plan_problems(variables, check_mode: bool) -> list[tuple[str, str | None]]:
     """A reviewed plan's variables against the run: a plan is written by a whole dry run and applied by a whole
-    run, and the plan file named must be readable, unedited, and the reviewed one. ``loaded`` keeps each plan
-    file's answer, so that each is read once."""
+    run, and the plan file named must be readable, unedited, and the reviewed one."""
     plan_out, plan_file = variables.get("cargoship_plan_out"), variables.get("cargoship_plan_file")
     digest = variables.get("cargoship_plan_digest")
     found = []
@@ -189,15 +188,10 @@ def plan_problems(variables, check_mode: bool, loaded: dict) -> list[tuple[str, 
     if (plan_out is not None or plan_file is not None) and variables.get("cargoship_phase"):
         found.append("cargoship_phase: a plan covers a whole run; it cannot be written or applied with one phase alone")
     if isinstance(plan_file, str) and (isinstance(digest, str) or digest is None):
-        key = (plan_file, digest)
-        if key not in loaded:
-            try:
-                _plan.load(plan_file, digest)
-                loaded[key] = None
-            except _plan.PlanError as exc:
-                loaded[key] = f"cargoship_plan_file: {exc}"
-        if loaded[key]:
-            found.append(loaded[key])
+        try:
+            _plan.load(plan_file, digest)
+        except _plan.PlanError as exc:
+            found.append(f"cargoship_plan_file: {exc}")
     return [(message, None) for message in found]
 
 
@@ -229,7 +223,7 @@ class ActionModule(ActionBase):
         try:
             templar = self._templar.copy_with_new_env(available_variables=task_vars)
             run_vars = {name: templar.template(task_vars[name]) for name in PLAN_VARIABLES if name in task_vars}
-            for problem in plan_problems(run_vars, bool(self._play_context.check_mode), {}):
+            for problem in plan_problems(run_vars, bool(self._play_context.check_mode)):
                 problems.setdefault(problem, []).extend(hosts)
         except AnsibleError as exc:
             problems.setdefault((f"a variable cannot be read: {exc.message}", None), []).extend(hosts)

@@ -27,6 +27,7 @@ import secrets
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import masked
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_config import secret_paths_of
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phase_rules import engine_state, restart_mode
+from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import value as run_option
 
 FORMAT = "cargoship-plan/1"
 PBKDF2_ROUNDS = 200_000
@@ -102,9 +103,11 @@ def host_entry(host: str, role: str, state: dict, engine: dict, compared: dict, 
     }
 
 
-def mode_of(compared: dict, engine: dict, variables: dict, option) -> dict:
-    """The restart mode of a host, as node_sync decides it (``option(variables, name)`` gives a run option)."""
-    return restart_mode(compared, engine, option(variables, "cargoship_force"), option(variables, "cargoship_restart"))
+def mode_of(compared: dict, engine: dict, variables) -> dict:
+    """The restart mode of a host, as node_sync decides it from the host's run options."""
+    return restart_mode(
+        compared, engine, run_option(variables, "cargoship_force"), run_option(variables, "cargoship_restart")
+    )
 
 
 def new_salt() -> str:
@@ -184,11 +187,6 @@ def load(path: str, expect_digest: str | None = None) -> tuple[dict, str]:
         if key not in plan:
             raise PlanError(f"{path} is not a complete cargoship plan (no {key})")
     return plan, found
-
-
-def short(value: object) -> str:
-    text = str(value)
-    return text if len(text) <= 24 else text[:23] + "…"
 
 
 def file_change(path: str, was: str, now: str) -> str:

@@ -65,7 +65,13 @@ def main() -> int:
             for _run in range(args.repeat):
                 started = time.monotonic()
                 result = subprocess.run(
-                    [str(REPO / ".venv" / "bin" / "cargoship"), "status", "-i", str(lab.state / "inventory.yml"), "--json"],
+                    [
+                        str(REPO / ".venv" / "bin" / "cargoship"),
+                        "status",
+                        "-i",
+                        str(lab.state / "inventory.yml"),
+                        "--json",
+                    ],
                     capture_output=True,
                     text=True,
                     check=False,

@@ -85,7 +85,9 @@ def test_dry_run_reports_the_work_and_changes_nothing(fleet, tmp_path):
     assert "/etc/rancher/k3s/registries.yaml" in files
     assert "/var/lib/rancher/k3s/server/cargoship-audit-policy.yaml" in files
     worker_changes = phase(report, "sync_worker")["hosts"]["w1"]["changes"]
-    assert any(isinstance(c, str) and c.startswith("drain and restart k3s-agent (") for c in worker_changes), worker_changes
+    assert any(isinstance(c, str) and c.startswith("drain and restart k3s-agent (") for c in worker_changes), (
+        worker_changes
+    )
     # Audit and pod-security files exist on controllers only.
     assert not any("audit" in c["file"] for c in worker_changes if isinstance(c, dict))
     assert CANARY not in result.stdout + result.stderr + (tmp_path / "r.json").read_text()

@@ -178,7 +178,9 @@ def test_removing_a_setting_removes_exactly_what_cargoship_wrote_for_it(lab, tmp
 
     # No audit policy and no chart values any more: the controller restarts once, the workers not at all.
     starts = {name: lab.starts(name) for name in lab.hosts}
-    without_audit = desired_inventory(lab, tmp_path / "a", cargoship_audit_policy="absent", cargoship_chart_values="absent")
+    without_audit = desired_inventory(
+        lab, tmp_path / "a", cargoship_audit_policy="absent", cargoship_chart_values="absent"
+    )
     result = cargoship("engine-config-sync", "-i", str(without_audit), "--confirm")
     assert result.returncode == 0, result.stdout + result.stderr
     assert {name: lab.starts(name) - starts[name] for name in lab.hosts} == {"c1": 1, "w1": 0, "w2": 0}

@@ -245,7 +245,6 @@ def wait_moment(rollout: Rollout, struck: Struck) -> bool:
         node = rollout.node_line()
         if node and node not in seen:
             seen.append(node)
-            struck.target = struck.target or ""
         if rollout.ended.wait(0.2):
             return False
     struck.detail = f"node {seen[-1]}"
@@ -350,10 +349,11 @@ class ApiFault(Fault):
 
 class EngineSwitch(Fault):
     """A lab switch on the node the run reaches first (tests/lab/engine/fake_engine.py), undone once a start of
-    its engine met it, so that the rollback's own start is a normal one. It struck if a start met it."""
+    its engine read it (the engine logs ``marker`` then), so that the rollback's own start is a normal one. It
+    struck if a start read it."""
 
-    def __init__(self, name: str, switch: str, content: str, met: str) -> None:
-        self.name, self.switch, self.content, self.met = name, switch, content, met
+    def __init__(self, name: str, switch: str, content: str, marker: str) -> None:
+        self.name, self.switch, self.content, self.marker = name, switch, content, marker
 
     def during(self, rollout, struck):
         lab = rollout.lab
@@ -366,33 +366,22 @@ class EngineSwitch(Fault):
             time.sleep(0.2)
         if not struck.target:
             return
-        starts = host_starts(lab, struck.target)
+        since = int(time.time())
         in_host(lab, struck.target, "sh", "-c", f"echo {self.content} > {self.switch}")
         while not rollout.ended.is_set() and time.monotonic() < deadline:
-            if self.met_by_a_start(lab, struck.target, starts):
+            if self.read_by_a_start(lab, struck.target, since):
                 struck.hit, struck.at = True, rollout.elapsed()
-                time.sleep(3)
                 break
             time.sleep(0.5)
         self.heal(rollout, struck)
 
-    def met_by_a_start(self, lab, name: str, starts: int) -> bool:
-        if self.met == "started":  # the engine started with it (its start is recorded once it loaded)
-            return host_starts(lab, name) > starts
-        # A start that waits: the unit stays activating.
-        return (
-            in_host(lab, name, "systemctl", "is-active", lab.service(name), check=False).stdout.strip() == "activating"
-        )
+    def read_by_a_start(self, lab, name: str, since: int) -> bool:
+        journal = f"journalctl -u {lab.service(name)} -o cat --since @{since} | grep -c '{self.marker}'"
+        return in_host(lab, name, "sh", "-c", journal, check=False).stdout.strip() not in ("", "0")
 
     def heal(self, rollout, struck):
         if struck.target:
             in_host(rollout.lab, struck.target, "rm", "-f", self.switch, check=False)
-
-
-def host_starts(lab: RunningLab, name: str) -> int:
-    log = f"/var/lib/rancher/{lab.engine}/lab/starts.log"
-    shown = in_host(lab, name, "sh", "-c", f"cat {log} 2>/dev/null | wc -l", check=False).stdout.strip()
-    return int(shown or 0)
 
 
 class StaleLock(Fault):
@@ -424,8 +413,8 @@ FAULTS = {
         ApiFault("status"),
         ApiFault("reset"),
         # The engine never signals READY at this start (its unit would wait for ever).
-        EngineSwitch("engine_hang", "/etc/cargoship-lab/start-delay", "3600", met="activating"),
-        EngineSwitch("kubelet_never_back", "/etc/cargoship-lab/kubelet-down", "1", met="started"),
+        EngineSwitch("engine_hang", "/etc/cargoship-lab/start-delay", "3600", marker="start-up delayed"),
+        EngineSwitch("kubelet_never_back", "/etc/cargoship-lab/kubelet-down", "1", marker="kubelet not started"),
         StaleLock(),
     )
 }
@@ -466,7 +455,7 @@ def recover(lab: RunningLab, inventory: Path, directory: Path, index: int) -> tu
     wait_until(lambda: not keepers_alive(), "the killed run's lock keeper to end", 60)
     stale = TIMINGS["cargoship_lock_stale_after"] + 2
     wait_until(
-        lambda: all(lock_age(lab, name) in (None,) or lock_age(lab, name) > stale for name in lab.hosts),
+        lambda: all((age := lock_age(lab, name)) is None or age > stale for name in lab.hosts),
         "the lost run's locks to go stale",
         120,
     )

@@ -218,7 +218,7 @@ def test_a_plan_given_where_it_cannot_serve_is_refused_before_any_host_is_touche
     digest = _plan.write(str(path), plan_of())
 
     def problems(check_mode: bool = False, **given) -> list[str]:
-        return [found[0] for found in validate_input.plan_problems(given, check_mode, {})]
+        return [found[0] for found in validate_input.plan_problems(given, check_mode)]
 
     assert problems(True, cargoship_plan_out=str(tmp_path / "new.plan")) == []
     assert problems(cargoship_plan_file=str(path), cargoship_plan_digest=digest) == []
