@@ -253,8 +253,18 @@ def other_python(version: str) -> str:
 
 def test_the_wheel_works_outside_the_checkout_on_python_3_12_and_ansible_core_2_20(lab, tmp_path):
     """pip install of the wheel into a fresh virtualenv, then the main job from another directory."""
+    # Built from a copy of the checkout's files: a build writes build/ and *.egg-info beside its sources,
+    # and `make test` installs the checkout into the compat virtualenvs meanwhile.
+    source = tmp_path / "source"
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (REPO / name).is_file() and not name.startswith(".collections/"):
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, source / name)
     dist = tmp_path / "dist"
-    built = run("wheel", "-q", "--no-deps", "-w", str(dist), str(REPO), command=(sys.executable, "-m", "pip"))
+    built = run("wheel", "-q", "--no-deps", "-w", str(dist), str(source), command=(sys.executable, "-m", "pip"))
     assert built.returncode == 0, built.stderr
     wheel = next(dist.glob("cargoship-*.whl"))
     venv = tmp_path / "venv"

@@ -33,21 +33,28 @@ def read_steps(path: Path) -> list[tuple[str, float]]:
     return [(name, float(seconds)) for name, seconds in (line.split("\t") for line in path.read_text().splitlines())]
 
 
+def in_reading_order(steps: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """The steps as they ended, each step put before the steps it ran (their names start with its own)."""
+
+    def under(path: str) -> list[tuple[str, float]]:
+        depth = path.count(" > ") + 1 if path else 0
+        kids = [(n, s) for n, s in steps if n.count(" > ") == depth and (not path or n.startswith(path + " > "))]
+        return [item for kid in kids for item in [kid, *under(kid[0])]]
+
+    return under("")
+
+
 def tables(records: list[dict], steps: list[tuple[str, float]], slowest: int = 15) -> str:
     out = []
     if steps:
         out += ["| step of `make test` | wall time |", "|---|---|"]
-        # A step run inside another (the checks that run at once) is noted first, with its name indented:
-        # it is listed under its step, and not counted again in the total.
-        inner: list[tuple[str, float]] = []
-        for name, seconds in steps:
-            if name.startswith(" "):
-                inner.append((name.strip(), seconds))
-                continue
-            out.append(f"| {name} | {minutes(seconds)} |")
-            out += [f"| · {sub} | {minutes(sub_seconds)} |" for sub, sub_seconds in inner]
-            inner = []
-        total = sum(seconds for name, seconds in steps if not name.startswith(" "))
+        # A step run inside another (the checks and pytest, which run at once) is named by its path
+        # ("outer > inner"), and noted when it ends, before the step it runs in: it is listed under that step,
+        # and not counted again in the total.
+        for name, seconds in in_reading_order(steps):
+            *outer, own = name.split(" > ")
+            out.append(f"| {'· ' * len(outer)}{own} | {minutes(seconds)} |")
+        total = sum(seconds for name, seconds in steps if " > " not in name)
         out += [f"| **all** | **{minutes(total)}** |", ""]
     by_module: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     for record in records:
