@@ -283,6 +283,61 @@ def test_cluster_node_says_what_each_state_works_on(args, check_mode, message, t
     assert result["failed"] and result["msg"] == message
 
 
+def test_cluster_node_runs_in_the_tasks_process_with_the_modules_checks_and_keeps_the_token_out(kube, tmp_path):
+    """As Ansible runs it: the action plugin of the name, its options checked as the module's argument spec
+    checks them, the API options from the kubernetes group's module_defaults, check mode, failures."""
+    kube.node("w1")
+    defaults = {"host": kube.access["host"], "ca_cert": kube.access["ca_cert"], "api_key": kube.access["api_key"]}
+    tasks = [
+        {"name": "label", "cargoship.engine.cluster_node": {"name": "w1", "state": "labeled", "labels": {"a": 1}}},
+        {
+            "name": "label in check mode",
+            "cargoship.engine.cluster_node": {"name": "w1", "state": "labeled", "labels": {"b": "x"}},
+            "check_mode": True,
+        },
+        {"name": "again", "cargoship.engine.cluster_node": {"name": "w1", "state": "labeled", "labels": {"a": 1}}},
+        {"name": "unread option", "cargoship.engine.cluster_node": {"name": "w1", "state": "labeled", "owner": "r"}},
+        {"name": "no target", "cargoship.engine.cluster_node": {"state": "ready"}},
+        {"name": "bad type", "cargoship.engine.cluster_node": {"name": "w1", "state": "ready", "timeout": "soon"}},
+        {"name": "no such node", "cargoship.engine.cluster_node": {"name": "w9", "state": "labeled"}},
+    ]
+    results = tmp_path / "results.json"
+    collect = {"ansible.builtin.set_fact": {"collected": "{{ (collected | default([])) + [out] }}"}}
+    steps = [step for task in tasks for step in ({**task, "register": "out", "ignore_errors": True}, collect)]
+    steps.append({"ansible.builtin.copy": {"content": "{{ collected | to_json }}", "dest": str(results)}})
+    play = {
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "module_defaults": {"group/cargoship.engine.kubernetes": defaults},
+        "tasks": steps,
+    }
+    playbook = tmp_path / "nodes.yml"
+    playbook.write_text(yaml.safe_dump([play]))
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert defaults["api_key"] not in run.stdout + run.stderr + results.read_text()
+    got = dict(zip([t["name"] for t in tasks], json.loads(results.read_text()), strict=True))
+    assert got["label"]["changed"] and not got["label"].get("failed")
+    assert got["label in check mode"]["changed"] and not got["again"]["changed"]
+    assert kube.core.read_node("w1").metadata.labels.get("a") == "1"
+    assert "b" not in kube.core.read_node("w1").metadata.labels, "check mode labeled the node"
+    assert got["unread option"]["failed"] and got["unread option"]["msg"] == "state=labeled does not use owner"
+    assert (
+        got["no target"]["failed"]
+        and "one of the following is required: name, names, node_of" in (got["no target"]["msg"])
+    )
+    assert got["bad type"]["failed"] and "timeout" in got["bad type"]["msg"]
+    assert got["no such node"]["failed"] and "w9" in got["no such node"]["msg"]
+
+
 def test_every_state_of_cluster_node_has_a_handler_that_reads_exactly_its_declared_options():
     """Each state's entry names the options its handler reads; read from the handler's own code (and the
     helpers it calls), so an option a handler starts to read cannot stay refused, nor a dropped one taken."""
@@ -290,8 +345,8 @@ def test_every_state_of_cluster_node_has_a_handler_that_reads_exactly_its_declar
     import inspect
     import re
 
+    from ansible_collections.cargoship.engine.plugins.module_utils import _cluster_node as cluster_node
     from ansible_collections.cargoship.engine.plugins.module_utils import _kube_nodes
-    from ansible_collections.cargoship.engine.plugins.modules import cluster_node
 
     states = {state for state, _target in cluster_node.STATES}
     assert states == {"drained", "uncordoned", "ready", "labeled", "released", "safe_to_stop", "known"}
