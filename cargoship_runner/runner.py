@@ -153,21 +153,6 @@ def vars_plugins_stage(config: Path | None) -> dict[str, str]:
     return {"ANSIBLE_RUN_VARS_PLUGINS": "start"}
 
 
-def control_path_dir(config: Path | None, private: Path) -> dict[str, str]:
-    """SSH connections of this run's own (ControlPath under the run's private directory), unless the user chose
-    where they go. Ansible's default directory is shared by every run: after a network outage, a run started
-    while an earlier run's master connection to the host still lingers (ControlPersist) sends its sessions
-    down that connection's dead TCP stream, and waits on it; long enough, and the host is reported
-    unreachable ("Timeout waiting for privilege escalation prompt"), though it answers a new connection at
-    once. A new connection costs one SSH handshake per host and run."""
-    chosen = ("ANSIBLE_SSH_CONTROL_PATH", "ANSIBLE_SSH_CONTROL_PATH_DIR")
-    if any(name in os.environ for name in chosen) or any(
-        cfg_value(config, "ssh_connection", key) is not None for key in ("control_path", "control_path_dir")
-    ):
-        return {}
-    return {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(private / "cp")}
-
-
 def ssh_args(config: Path | None) -> str:
     """The ssh_args in force (environment, else ansible.cfg, else Ansible's default), keepalives appended."""
     args = os.environ.get("ANSIBLE_SSH_ARGS")
@@ -228,7 +213,6 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         # The user's ansible.cfg, as ansible-playbook would find it from here.
         **({"ANSIBLE_CONFIG": str(config)} if config else {}),
         **vars_plugins_stage(config),
-        **control_path_dir(config, private),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
         # The run must not outlive this process: the lock keeper ends it if this process dies.
         "CARGOSHIP_CLI_PID": str(os.getpid()),

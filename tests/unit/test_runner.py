@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from cargoship_runner.runner import (
-    DEFAULT_FORKS,
-    SSH_KEEPALIVE,
-    ansible_cfg,
-    control_path_dir,
-    forks,
-    ssh_args,
-    vars_plugins_stage,
-)
+from cargoship_runner.runner import DEFAULT_FORKS, SSH_KEEPALIVE, ansible_cfg, forks, ssh_args, vars_plugins_stage
 
 
 def test_the_users_ssh_args_are_kept_and_keepalives_appended(tmp_path, monkeypatch):
@@ -65,24 +57,3 @@ def test_vars_plugins_run_once_per_inventory_unless_the_user_chose(tmp_path, mon
     assert vars_plugins_stage(chosen) == {}, "the user's ansible.cfg applies"
     monkeypatch.setenv("ANSIBLE_RUN_VARS_PLUGINS", "demand")
     assert vars_plugins_stage(plain) == {}, "the user's environment applies"
-
-
-def test_each_run_has_ssh_connections_of_its_own_unless_the_user_chose_where_they_go(tmp_path, monkeypatch):
-    """A master connection an earlier run left (ControlPersist) is never reused: after a network outage its
-    TCP stream is dead and a session sent down it waits (the soak found a rerun failing on it)."""
-    for name in ("ANSIBLE_SSH_CONTROL_PATH", "ANSIBLE_SSH_CONTROL_PATH_DIR"):
-        monkeypatch.delenv(name, raising=False)
-    private = tmp_path / "run"
-    plain = tmp_path / "plain.cfg"
-    plain.write_text("[ssh_connection]\nssh_args = -o ControlMaster=auto -o ControlPersist=60s\n")
-    assert (
-        control_path_dir(plain, private)
-        == control_path_dir(None, private)
-        == {"ANSIBLE_SSH_CONTROL_PATH_DIR": str(private / "cp")}
-    )
-    for key in ("control_path", "control_path_dir"):
-        chosen = tmp_path / f"{key}.cfg"
-        chosen.write_text(f"[ssh_connection]\n{key} = /somewhere/%%C\n")
-        assert control_path_dir(chosen, private) == {}, f"the user's {key} applies"
-    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", "/theirs")
-    assert control_path_dir(plain, private) == {}, "the user's environment applies"
