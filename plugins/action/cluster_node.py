@@ -9,6 +9,7 @@ safe-to-stop check), on a control host that drives hundreds of nodes. The state 
 
 from __future__ import annotations
 
+from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
 
@@ -35,10 +36,6 @@ class Task:
         raise Failed(result)
 
 
-def missing_library(name: str) -> str:
-    return f"the Python package {name} is needed on the control host for these credentials (pip install {name})"
-
-
 class ActionModule(ActionBase):
     _requires_connection = False
 
@@ -50,7 +47,7 @@ class ActionModule(ActionBase):
             ARGUMENTS, required_one_of=[TARGETS], mutually_exclusive=[TARGETS]
         )
         try:
-            outcome = run_state(Task(params, bool(self._task.check_mode)), missing_library)
+            outcome = run_state(Task(params, bool(self._task.check_mode)), missing_required_lib)
         except Failed as exc:
             outcome = {**exc.result, "failed": True}
         outcome.setdefault("changed", False)
