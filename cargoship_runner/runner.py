@@ -12,6 +12,7 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import tempfile
 import threading
@@ -31,6 +32,12 @@ ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # ansible-playbook's prompts for -K and --ask-vault-pass, as ansible-runner matches them.
 PROMPTS = {"become": r"^BECOME password.*:\s*?$", "vault": r"^Vault password.*:\s*?$"}
+# A Unix socket's path holds at most 107 bytes. Ansible names a master connection's socket
+# <control_path_dir>/<10 hex digits>, and ssh first creates it as that path with a dot and 16 random
+# characters appended.
+SOCKET_PATH_MAX = 107
+CONTROL_SOCKET_NAME = len("/0123456789.0123456789abcdef")
+CONTROL_DIR_PREFIX = "cargoship-ssh-"
 # Ansible's own default (5) makes a fleet of hundreds wait in line; used when nothing else is set.
 DEFAULT_FORKS = 25
 
@@ -153,6 +160,50 @@ def vars_plugins_stage(config: Path | None) -> dict[str, str]:
     return {"ANSIBLE_RUN_VARS_PLUGINS": "start"}
 
 
+def own_control_path_dir(config: Path | None) -> Path | None:
+    """A new directory for this run's SSH master connections, unless the user chose where they go (then
+    None). Ansible's default directory (~/.ansible/cp) is shared by every run: after a network outage, a
+    run started while an earlier run's master connection to a host still lingers (ControlPersist) sends
+    its sessions down that connection's dead TCP stream and waits on it; long enough, and the host is
+    reported unreachable ("Timeout waiting for privilege escalation prompt"), though it answers a new
+    connection at once. The directory is made where the socket paths stay within the Unix limit (the
+    temporary directory, else /tmp); where neither does, Ansible's default stays (None)."""
+    chosen = ("ANSIBLE_SSH_CONTROL_PATH", "ANSIBLE_SSH_CONTROL_PATH_DIR")
+    if any(name in os.environ for name in chosen) or any(
+        cfg_value(config, "ssh_connection", key) is not None for key in ("control_path", "control_path_dir")
+    ):
+        return None
+    longest = len(os.fsencode(CONTROL_DIR_PREFIX)) + len("/12345678") + CONTROL_SOCKET_NAME
+    for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
+        if len(os.fsencode(base)) + longest <= SOCKET_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
+            return Path(tempfile.mkdtemp(prefix=CONTROL_DIR_PREFIX, dir=base))
+    return None
+
+
+def close_connections(directory: Path, wait: float = 5.0) -> None:
+    """End the master connections a run left in its own directory (each would otherwise linger for
+    ControlPersist) and remove the directory."""
+    sockets = [path for path in directory.iterdir() if path.is_socket()] if directory.is_dir() else []
+    ssh = shutil.which("ssh")
+    stopping = [
+        subprocess.Popen(
+            [ssh, "-F", "none", "-o", f"ControlPath={path}", "-O", "exit", "cargoship"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for path in (sockets if ssh else [])
+    ]
+    deadline = time.monotonic() + wait
+    for process in stopping:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    shutil.rmtree(directory, ignore_errors=True)
+
+
 def ssh_args(config: Path | None) -> str:
     """The ssh_args in force (environment, else ansible.cfg, else Ansible's default), keepalives appended."""
     args = os.environ.get("ANSIBLE_SSH_ARGS")
@@ -180,6 +231,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
     private = Path(tempfile.mkdtemp(prefix="cargoship-run-"))
     report_path = private / "report.json"
     config = ansible_cfg()
+    control_dir = own_control_path_dir(config)
     cmdline = ["--check", "--diff"] if options.dry_run else []
     if options.vault_password_file:
         cmdline += ["--vault-password-file", shlex.quote(str(options.vault_password_file))]
@@ -213,6 +265,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         # The user's ansible.cfg, as ansible-playbook would find it from here.
         **({"ANSIBLE_CONFIG": str(config)} if config else {}),
         **vars_plugins_stage(config),
+        **({"ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir)} if control_dir else {}),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
         # The run must not outlive this process: the lock keeper ends it if this process dies.
         "CARGOSHIP_CLI_PID": str(os.getpid()),
@@ -284,6 +337,8 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
                 dump.unlink(missing_ok=True)
         else:
             shutil.rmtree(private, ignore_errors=True)
+        if control_dir:
+            close_connections(control_dir)
 
 
 KEEPER_WATCH_SECONDS = 1.0

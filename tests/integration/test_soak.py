@@ -4,10 +4,15 @@ then the documented recovery; every invariant must hold after each."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from helpers import REPO
+from helpers import REPO, cargoship
 
 sys.path[:0] = [str(REPO / "tests" / "soak")]
 
@@ -25,3 +30,41 @@ def test_a_short_soak_of_fixed_seeds_ends_every_rollout_with_the_fleet_whole(lab
     assert [r["fault"] for r in records] == ["sigint", "sigkill", "ssh_cut"]
     assert all(not r["breach"] for r in records), [r["breach"] for r in records]
     assert all(r["recovery"]["rc"] == 0 for r in records)
+
+
+def test_a_run_never_sends_its_sessions_down_a_master_connection_an_earlier_run_left(lab_manager):
+    """The breach the soak found (seed soak-20261206-b390, rollout 3): after an SSH cut, the recovery's rerun
+    reused the master connection the cut run had left in Ansible's shared directory (ControlPersist), whose
+    TCP stream was dead, and failed the host ("Timeout waiting for privilege escalation prompt"). Here a
+    master that answers nothing stands in for it: a real one, left by a plain Ansible run, then stopped."""
+    lab = lab_manager.get(hosts=3, controllers=1, engine="k3s")
+    shared = Path.home() / ".ansible" / "cp"
+    before = set(shared.glob("*")) if shared.is_dir() else set()
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_SSH_CONTROL_PATH")}
+    ping = subprocess.run(
+        ["ansible", "w1", "-i", str(lab.inventory), "-b", "-m", "ansible.builtin.ping"],
+        env=plain,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert ping.returncode == 0, ping.stdout + ping.stderr
+    left = sorted(set(shared.glob("*")) - before)
+    assert len(left) == 1 and left[0].is_socket(), f"Ansible's run left no master connection to w1: {left}"
+    masters = [int(pid) for pid in pgrep(str(left[0]))]
+    assert masters, f"no process keeps {left[0]}"
+    try:
+        for pid in masters:
+            os.kill(pid, signal.SIGSTOP)
+        result = cargoship("unlock", "-i", str(lab.inventory), "--limit", "w1", "--yes", timeout=300)
+        assert result.returncode == 0, result.stdout + result.stderr
+    finally:
+        for pid in masters:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        left[0].unlink(missing_ok=True)
+
+
+def pgrep(pattern: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split()

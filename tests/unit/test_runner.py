@@ -2,7 +2,25 @@
 
 from __future__ import annotations
 
-from cargoship_runner.runner import DEFAULT_FORKS, SSH_KEEPALIVE, ansible_cfg, forks, ssh_args, vars_plugins_stage
+import os
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from cargoship_runner.runner import (
+    DEFAULT_FORKS,
+    SOCKET_PATH_MAX,
+    SSH_KEEPALIVE,
+    ansible_cfg,
+    close_connections,
+    forks,
+    own_control_path_dir,
+    ssh_args,
+    vars_plugins_stage,
+)
 
 
 def test_the_users_ssh_args_are_kept_and_keepalives_appended(tmp_path, monkeypatch):
@@ -57,3 +75,67 @@ def test_vars_plugins_run_once_per_inventory_unless_the_user_chose(tmp_path, mon
     assert vars_plugins_stage(chosen) == {}, "the user's ansible.cfg applies"
     monkeypatch.setenv("ANSIBLE_RUN_VARS_PLUGINS", "demand")
     assert vars_plugins_stage(plain) == {}, "the user's environment applies"
+
+
+def test_each_run_has_ssh_connections_of_its_own_unless_the_user_chose_where_they_go(tmp_path, monkeypatch):
+    """A master connection an earlier run left (ControlPersist) is never reused: after a network outage its
+    TCP stream is dead and a session sent down it waits (the soak found a rerun failing on it)."""
+    for name in ("ANSIBLE_SSH_CONTROL_PATH", "ANSIBLE_SSH_CONTROL_PATH_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    plain = tmp_path / "plain.cfg"
+    plain.write_text("[ssh_connection]\nssh_args = -o ControlMaster=auto -o ControlPersist=60s\n")
+    first, second = own_control_path_dir(plain), own_control_path_dir(None)
+    try:
+        assert first != second and first.is_dir() and second.is_dir()
+        assert first.stat().st_mode & 0o777 == 0o700, "only the user reaches their connections"
+    finally:
+        close_connections(first)
+        close_connections(second)
+    assert not first.exists() and not second.exists()
+    for key in ("control_path", "control_path_dir"):
+        chosen = tmp_path / f"{key}.cfg"
+        chosen.write_text(f"[ssh_connection]\n{key} = /somewhere/%%C\n")
+        assert own_control_path_dir(chosen) is None, f"the user's {key} applies"
+    monkeypatch.setenv("ANSIBLE_SSH_CONTROL_PATH_DIR", "/theirs")
+    assert own_control_path_dir(plain) is None, "the user's environment applies"
+
+
+def test_the_connections_directory_keeps_socket_paths_within_the_unix_limit(tmp_path, monkeypatch):
+    """With a temporary directory deep enough to pass the limit, the directory goes under /tmp: a socket
+    whose name is as long as ssh's is then made there (ssh would fail to make one past the limit)."""
+    for name in ("ANSIBLE_SSH_CONTROL_PATH", "ANSIBLE_SSH_CONTROL_PATH_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    directory = own_control_path_dir(None)
+    try:
+        assert directory.parent == Path("/tmp")
+        longest = directory / "0123456789.0123456789abcdef"
+        assert len(os.fsencode(longest)) <= SOCKET_PATH_MAX
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.bind(str(longest))
+        with socket.socket(socket.AF_UNIX) as sock, pytest.raises(OSError):
+            sock.bind(str(deep / "0123456789.0123456789abcdef"))
+    finally:
+        close_connections(directory)
+    assert not directory.exists()
+
+
+def test_a_runs_master_connections_end_with_it(tmp_path):
+    """close_connections tells each master in the run's directory to exit (ssh -O exit), so none lingers
+    for ControlPersist after the run."""
+    directory = tmp_path / "cp"
+    directory.mkdir()
+    sock = directory / "abc"
+    # A real ssh master needs a host: this one listens where a master would and answers nothing, so the
+    # exit request must give up in its bounded wait and the directory still goes.
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(sock))
+    listener.listen()
+    try:
+        close_connections(directory, wait=2.0)
+    finally:
+        listener.close()
+    assert not directory.exists()
+    assert subprocess.run(["pgrep", "-f", f"ControlPath={sock}"], check=False).returncode == 1
