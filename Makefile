@@ -134,11 +134,14 @@ compat: venv
 	  PATH=$(CURDIR)/$$env/bin:$$PATH $$env/bin/python -m pytest -q -p no:cacheprovider tests/unit; \
 	done
 
-# Each step's wall time goes to .cache/test-steps.tsv and every test's figures to .cache/test-ledger.jsonl;
+# Each step's wall time and the machine's CPU meanwhile (every core's busy time, from /proc/stat, in clock
+# ticks) go to .cache/test-steps.tsv and every test's figures to .cache/test-ledger.jsonl;
 # tests/tools/suite_time.py prints where the time went (docs/testing.md holds the last full run's).
 STEPS  := .cache/test-steps.tsv
 LEDGER := $(CURDIR)/.cache/test-ledger.jsonl
-timed = start=$$(date +%s); $(2); rc=$$?; printf '%s\t%s\n' '$(1)' $$(( $$(date +%s) - start )) >> $(STEPS); exit $$rc
+busy  = $$(awk '/^cpu /{print $$2+$$3+$$4+$$7+$$8+$$9}' /proc/stat)
+timed = start=$$(date +%s); ticks=$(busy); $(2); rc=$$?; \
+	printf '%s\t%s\t%s\n' '$(1)' $$(( $$(date +%s) - start )) $$(( $(busy) - ticks )) >> $(STEPS); exit $$rc
 # pytest's parallel workers, each with a lab of its own (tests/lab/labctl.py slots 0 to N-1); the
 # molecule scenario runs beside them, in a slot of its own.
 TEST_WORKERS  ?= 3

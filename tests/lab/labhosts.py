@@ -14,6 +14,7 @@ import time
 import urllib.request
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import labctl
 import yaml
@@ -208,6 +209,8 @@ class RunningLab:
 # files (chart manifests, policies), the lab's switches (start delay, kubelet down, engine version),
 # cargoship's lock and backups, sudo's rules. The stand-in's own records (its lab/ directory) are not.
 # The stamp cargoship writes on a node it proved (plugins/plugin_utils/_proof.py).
+# Where podman's cgroupfs manager keeps each container's CPU accounting (cgroup v1), as on this machine.
+CPUACCT = Path("/sys/fs/cgroup/cpuacct/libpod_parent")
 PROVEN = "cargoship.io/proven"
 FINGERPRINTED = (
     "etc/rancher",
@@ -257,6 +260,7 @@ class LabManager:
         self.builds: list[float] = []
         self.starts_at_build = 0
         self._roots: list[str] | None = None
+        self._cgroups: list[Path] | None = None
 
     def get(
         self, hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "", fresh: bool = False
@@ -343,6 +347,19 @@ class LabManager:
             ]
         return self._roots or []
 
+    def cgroups(self) -> list[Path]:
+        """Each host's CPU accounting (cgroup v1 cpuacct, as podman's cgroupfs manager makes it), read without SSH."""
+        if self._cgroups is None and self.current is not None:
+            ids = labctl.podman(
+                "inspect", "--format", "{{.Id}}", *(host.container for host in self.current.hosts.values())
+            ).stdout.split()
+            self._cgroups = [CPUACCT / f"libpod-{cid}" / "cpuacct.usage" for cid in ids]
+        return self._cgroups or []
+
+    def hosts_cpu(self) -> float:
+        """Seconds of CPU the current lab's hosts used so far (sshd, sudo, modules, engine stand-ins)."""
+        return sum(int(path.read_text()) for path in self.cgroups()) / 1e9
+
     def host_starts(self) -> list[int]:
         """The engine starts recorded on each host of the current lab (0 where none can be read)."""
         found = []
@@ -359,4 +376,5 @@ class LabManager:
         self.current = None
         self.built_print = None
         self._roots = None
+        self._cgroups = None
         labctl.down(log=lambda _msg: None)

@@ -10,6 +10,10 @@ How each figure is taken, without changing what a test does:
 - node restarts: the engine stand-in writes a line to starts.log at every start; the lines of every host
   of the current lab are read through podman's view of the container's files (no SSH, no exec), before
   and after each test. The starts of a lab build are not counted.
+- CPU: the control host's is the pytest worker's own and that of every process it started and waited for
+  (rusage: cargoship, ansible-playbook and its workers, ssh clients); the hosts' is what the current lab's
+  containers used (their cgroups' cpuacct, tests/lab/labhosts.py); of a lab replaced during the test, only
+  the new one's. With several workers on few cores, the CPU figures add up where wall times overlap.
 - lab builds: the lab manager counts them, and which of them replaced a lab an earlier test had left
   changed (tests/lab/labhosts.py: a lab is handed on only if its fingerprint is the one it was built with).
 Nothing here may fail a test: a figure that cannot be read is left out (None)."""
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import stat
 import sys
 import tempfile
@@ -69,6 +74,23 @@ def starts_of(manager) -> tuple[object, int] | None:
         return None
 
 
+def control_cpu() -> float:
+    """CPU seconds of this process and of every process it waited for, so far."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def hosts_cpu_of(manager) -> tuple[object, float] | None:
+    """(which lab, CPU seconds its hosts used so far)."""
+    current = getattr(manager, "current", None)
+    if current is None:
+        return None
+    try:
+        return current, manager.hosts_cpu()
+    except Exception:
+        return None
+
+
 class Ledger:
     def __init__(self) -> None:
         self.manager = None
@@ -80,6 +102,8 @@ class Ledger:
             "builds": self.builds(),
             "dirty": len(getattr(self.manager, "dirty", []) or []),
             "starts": starts_of(self.manager),
+            "control_cpu": control_cpu(),
+            "hosts_cpu": hosts_cpu_of(self.manager),
         }
 
     def builds(self) -> int:
@@ -97,6 +121,12 @@ class Ledger:
             else:  # a lab built during this test: its own first starts are not restarts
                 restarts = after[1] - getattr(self.manager, "starts_at_build", after[1])
         builds = self.builds() - self.before["builds"]
+        hosts_after, hosts_before = hosts_cpu_of(self.manager), self.before["hosts_cpu"]
+        hosts_cpu = None
+        if hosts_after is not None:
+            same_lab = hosts_before is not None and hosts_before[0] is hosts_after[0]
+            # A lab built during the test: all its hosts used is the test's.
+            hosts_cpu = round(hosts_after[1] - (hosts_before[1] if same_lab else 0), 1)
         record = {
             "test": item.nodeid,
             "module": item.nodeid.split("::", 1)[0],
@@ -105,6 +135,8 @@ class Ledger:
             "outcome": outcome,
             "runs": runs_of(item.nodeid),
             "restarts": restarts,
+            "control_cpu": round(control_cpu() - self.before["control_cpu"], 1),
+            "hosts_cpu": hosts_cpu,
             "lab_builds": builds,
             # of them, builds of a lab an earlier test had left changed (its fingerprint differed)
             "lab_builds_dirty": len(getattr(self.manager, "dirty", []) or []) - self.before["dirty"],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections import defaultdict
@@ -27,35 +28,53 @@ def read_ledger(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def read_steps(path: Path) -> list[tuple[str, float]]:
+def read_steps(path: Path) -> list[tuple[str, float, float | None]]:
+    """(step, wall seconds, the machine's CPU seconds meanwhile or None) for each step noted."""
     if not path.exists():
         return []
-    return [(name, float(seconds)) for name, seconds in (line.split("\t") for line in path.read_text().splitlines())]
+    steps = []
+    for line in path.read_text().splitlines():
+        name, seconds, *ticks = line.split("\t")
+        cpu = int(ticks[0]) / os.sysconf("SC_CLK_TCK") if ticks and ticks[0].strip() else None
+        steps.append((name, float(seconds), cpu))
+    return steps
 
 
-def in_reading_order(steps: list[tuple[str, float]]) -> list[tuple[str, float]]:
+def in_reading_order(steps: list[tuple]) -> list[tuple]:
     """The steps as they ended, each step put before the steps it ran (their names start with its own)."""
 
-    def under(path: str) -> list[tuple[str, float]]:
+    def under(path: str) -> list[tuple]:
         depth = path.count(" > ") + 1 if path else 0
-        kids = [(n, s) for n, s in steps if n.count(" > ") == depth and (not path or n.startswith(path + " > "))]
+        kids = [
+            step for step in steps if step[0].count(" > ") == depth and (not path or step[0].startswith(path + " > "))
+        ]
         return [item for kid in kids for item in [kid, *under(kid[0])]]
 
     return under("")
 
 
-def tables(records: list[dict], steps: list[tuple[str, float]], slowest: int = 15) -> str:
+def busy(cpu: float | None, seconds: float) -> str:
+    """The machine's CPU over a step, and how many of its cores that kept busy on average."""
+    if cpu is None:
+        return "—"
+    return f"{minutes(cpu)} ({cpu / seconds:.1f} of {os.cpu_count()} cores)" if seconds else minutes(cpu)
+
+
+def tables(records: list[dict], steps: list[tuple], slowest: int = 15) -> str:
     out = []
     if steps:
-        out += ["| step of `make test` | wall time |", "|---|---|"]
+        out += ["| step of `make test` | wall time | machine CPU meanwhile |", "|---|---|---|"]
         # A step run inside another (the checks and pytest, which run at once) is named by its path
         # ("outer > inner"), and noted when it ends, before the step it runs in: it is listed under that step,
         # and not counted again in the total.
-        for name, seconds in in_reading_order(steps):
+        for name, seconds, cpu in in_reading_order(steps):
             *outer, own = name.split(" > ")
-            out.append(f"| {'· ' * len(outer)}{own} | {minutes(seconds)} |")
-        total = sum(seconds for name, seconds in steps if " > " not in name)
-        out += [f"| **all** | **{minutes(total)}** |", ""]
+            out.append(f"| {'· ' * len(outer)}{own} | {minutes(seconds)} | {busy(cpu, seconds)} |")
+        top = [step for step in steps if " > " not in step[0]]
+        total = sum(seconds for _name, seconds, _cpu in top)
+        cpus = [cpu for _name, _seconds, cpu in top]
+        total_cpu = None if None in cpus else sum(cpus)
+        out += [f"| **all** | **{minutes(total)}** | **{busy(total_cpu, total)}** |", ""]
     by_module: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     for record in records:
         row = by_module[record["module"]]
@@ -64,22 +83,26 @@ def tables(records: list[dict], steps: list[tuple[str, float]], slowest: int = 1
         row["cargoship"] += record["runs"].get("cargoship", 0)
         row["ansible-playbook"] += record["runs"].get("ansible-playbook", 0)
         row["restarts"] += record["restarts"] or 0
+        row["control_cpu"] += record.get("control_cpu") or 0
+        row["hosts_cpu"] += record.get("hosts_cpu") or 0
         row["builds"] += record["lab_builds"]
         row["build_seconds"] += record["lab_build_seconds"]
     out += [
-        "| test module | tests | wall time | cargoship runs | ansible-playbook runs | node restarts | lab builds (time) |",
-        "|---|---|---|---|---|---|---|",
+        "| test module | tests | wall time | control host CPU | hosts' CPU | cargoship runs | ansible-playbook runs | node restarts | lab builds (time) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     total: dict[str, float] = defaultdict(float)
     for module, row in sorted(by_module.items(), key=lambda item: -item[1]["seconds"]):
         for key, value in row.items():
             total[key] += value
         out.append(
-            f"| {module} | {int(row['tests'])} | {minutes(row['seconds'])} | {int(row['cargoship'])} | "
+            f"| {module} | {int(row['tests'])} | {minutes(row['seconds'])} | {minutes(row['control_cpu'])} | "
+            f"{minutes(row['hosts_cpu'])} | {int(row['cargoship'])} | "
             f"{int(row['ansible-playbook'])} | {int(row['restarts'])} | {int(row['builds'])} ({minutes(row['build_seconds'])}) |"
         )
     out.append(
-        f"| **all** | **{int(total['tests'])}** | **{minutes(total['seconds'])}** | **{int(total['cargoship'])}** | "
+        f"| **all** | **{int(total['tests'])}** | **{minutes(total['seconds'])}** | **{minutes(total['control_cpu'])}** | "
+        f"**{minutes(total['hosts_cpu'])}** | **{int(total['cargoship'])}** | "
         f"**{int(total['ansible-playbook'])}** | **{int(total['restarts'])}** | **{int(total['builds'])} "
         f"({minutes(total['build_seconds'])})** |"
     )
