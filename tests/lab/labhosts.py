@@ -8,8 +8,10 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import ssl
 import subprocess
+import tempfile
 import time
 import urllib.request
 from contextlib import contextmanager
@@ -38,6 +40,9 @@ class RunningLab:
         self.kubeconfig = lab.state / "kubeconfig"
         self.engine = lab.engine
         self.hosts = {h.name: h for h in lab.hosts}
+        self._connections: Path | None = None
+        self._socket_of: dict[str, Path] = {}
+        self._no_master_until: dict[str, float] = {}
         self.controllers = [h.name for h in lab.hosts if h.role == "server"]
         self.workers = [h.name for h in lab.hosts if h.role == "agent"]
         api_client = config.new_client_from_config(str(self.kubeconfig))
@@ -47,12 +52,17 @@ class RunningLab:
         self.coordination = client.CoordinationV1Api(api_client)
         self.apps = client.AppsV1Api(api_client)
 
-    # -- hosts --------------------------------------------------------------------------------------
-    def ssh_command(self, name: str, command: str, sudo: bool = True) -> list[str]:
+    # -- hosts ---------------------------------------------------------------------------------------
+    # The tests' own commands on the hosts share one SSH connection per host (a master, ControlPersist): a
+    # command then costs a session on it instead of a new SSH handshake, about a sixth of the CPU of both
+    # ends. Keepalives end a master whose host was cut off within about 6 s, so that a command after the
+    # link is back opens a new one instead of waiting on a dead stream (the breach the soak found in
+    # cargoship itself). cargoship's runs never use these connections (their own ControlPath).
+    MASTER_OPTIONS = ("-o", "ServerAliveInterval=2", "-o", "ServerAliveCountMax=3", "-o", "ControlPersist=300")
+
+    def ssh_options(self, name: str) -> list[str]:
         host = self.hosts[name]
-        remote = f"sudo sh -c {shlex.quote(command)}" if sudo else command
         return [
-            "ssh",
             "-i",
             str(self.state / "id_ed25519"),
             "-o",
@@ -63,9 +73,57 @@ class RunningLab:
             "BatchMode=yes",
             "-o",
             "ConnectTimeout=5",
+            "-o",
+            f"ControlPath={self.connections / '%C'}",
             f"{labctl.SSH_USER}@{host.address}",
-            remote,
         ]
+
+    @property
+    def connections(self) -> Path:
+        """Where this lab's master connections are (a short path: a Unix socket's is at most 107 bytes)."""
+        if getattr(self, "_connections", None) is None:
+            self._connections = Path(tempfile.mkdtemp(prefix=f"labssh{labctl.SLOT.number}-", dir="/tmp"))
+        return self._connections
+
+    def master(self, name: str) -> None:
+        """Start the host's master connection unless one is up (its socket exists: ssh removes it when the
+        master ends) or one failed to start in the last 10 s (the host cut off, say). Its output goes
+        nowhere: a master that outlives the command it was started from would otherwise keep that
+        command's pipes open."""
+        socket = self._socket_of.get(name)
+        if (socket is not None and socket.exists()) or time.monotonic() < self._no_master_until.get(name, 0):
+            return
+        before = set(self.connections.iterdir())
+        started = subprocess.run(
+            ["ssh", "-f", "-N", "-o", "ControlMaster=yes", *self.MASTER_OPTIONS, *self.ssh_options(name)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=30,
+            check=False,
+        )
+        made = set(self.connections.iterdir()) - before
+        if started.returncode != 0 or not made:
+            self._no_master_until[name] = time.monotonic() + 10
+            return
+        self._socket_of[name] = made.pop()
+
+    def close_connections(self) -> None:
+        """End the lab's master connections and remove their directory."""
+        directory = getattr(self, "_connections", None)
+        if directory is None:
+            return
+        for name in list(self._socket_of):
+            subprocess.run(["ssh", "-O", "exit", *self.ssh_options(name)], capture_output=True, timeout=10, check=False)
+        shutil.rmtree(directory, ignore_errors=True)
+        self._connections = None
+        self._socket_of.clear()
+
+    def ssh_command(self, name: str, command: str, sudo: bool = True) -> list[str]:
+        remote = f"sudo sh -c {shlex.quote(command)}" if sudo else command
+        self.master(name)
+        # Through the master if it is up, else on a connection of its own (ControlMaster=no).
+        return ["ssh", "-o", "ControlMaster=no", *self.ssh_options(name), remote]
 
     def sh(self, name: str, command: str, check: bool = True, sudo: bool = True, timeout: float = 60):
         result = subprocess.run(
@@ -373,6 +431,8 @@ class LabManager:
         return found
 
     def teardown(self) -> None:
+        if self.current is not None:
+            self.current.close_connections()
         self.current = None
         self.built_print = None
         self._roots = None

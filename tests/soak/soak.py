@@ -690,6 +690,8 @@ def soak(
         index = 0
         for engine in dict.fromkeys(per_engine):
             if own:
+                if lab is not None:
+                    lab.close_connections()
                 labctl.down(log=lambda _msg: None)
                 lab = RunningLab(labctl.up(hosts, controllers, engine), Shape(hosts, controllers, engine))
             state = {"cargoship_engine": lab.engine, "cargoship_registries": EXAMPLE["cargoship_registries"]}
@@ -710,6 +712,8 @@ def soak(
                 index += 1
     finally:
         if own:
+            if lab is not None:
+                lab.close_connections()
             labctl.down(log=lambda _msg: None)
     return records
 
