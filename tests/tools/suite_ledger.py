@@ -11,7 +11,7 @@ How each figure is taken, without changing what a test does:
   of the current lab are read through podman's view of the container's files (no SSH, no exec), before
   and after each test. The starts of a lab build are not counted.
 - CPU: the control host's is the pytest worker's own and that of every process it started and waited for
-  (rusage: cargoship, ansible-playbook and its workers, ssh clients); the hosts' is what the current lab's
+  (rusage: cargoship, ansible-playbook and its workers, ssh clients), the worker's own also apart; the hosts' is what the current lab's
   containers used (their cgroups' cpuacct, tests/lab/labhosts.py); of a lab replaced during the test, only
   the new one's. With several workers on few cores, the CPU figures add up where wall times overlap.
 - lab builds: the lab manager counts them, and which of them replaced a lab an earlier test had left
@@ -74,10 +74,10 @@ def starts_of(manager) -> tuple[object, int] | None:
         return None
 
 
-def control_cpu() -> float:
-    """CPU seconds of this process and of every process it waited for, so far."""
+def control_cpu() -> tuple[float, float]:
+    """CPU seconds of this process, and of every process it waited for, so far."""
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 def hosts_cpu_of(manager) -> tuple[object, float] | None:
@@ -135,7 +135,9 @@ class Ledger:
             "outcome": outcome,
             "runs": runs_of(item.nodeid),
             "restarts": restarts,
-            "control_cpu": round(control_cpu() - self.before["control_cpu"], 1),
+            # The test's own process (pytest, the API client, the lab's checks) and the commands it ran.
+            "control_cpu": round(sum(control_cpu()) - sum(self.before["control_cpu"]), 1),
+            "pytest_cpu": round(control_cpu()[0] - self.before["control_cpu"][0], 1),
             "hosts_cpu": hosts_cpu,
             "lab_builds": builds,
             # of them, builds of a lab an earlier test had left changed (its fingerprint differed)
