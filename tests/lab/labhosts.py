@@ -87,9 +87,9 @@ class RunningLab:
 
     def master(self, name: str) -> None:
         """Start the host's master connection unless one is up (its socket exists: ssh removes it when the
-        master ends) or one failed to start in the last 10 s (the host cut off, say). Its output goes
-        nowhere: a master that outlives the command it was started from would otherwise keep that
-        command's pipes open."""
+        master ends) or one failed to start in the last 10 s (the host cut off, say). Started on its own
+        (``ssh -f -N``), so that every command is a session on it or, without one, on a connection of its
+        own: none waits to become a master."""
         socket = self._socket_of.get(name)
         if (socket is not None and socket.exists()) or time.monotonic() < self._no_master_until.get(name, 0):
             return
