@@ -24,8 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "lab"))
 
 import labctl
 
-CPUACCT = Path("/sys/fs/cgroup/cpuacct/libpod_parent")
-
 
 def containers() -> list[str]:
     listed = labctl.podman(
@@ -34,11 +32,6 @@ def containers() -> list[str]:
     if not listed:
         raise SystemExit(f"cpu_of: no lab running in slot {labctl.SLOT.number} (labctl.py up)")
     return listed
-
-
-def hosts_cpu(ids: list[str]) -> float:
-    """Seconds of CPU the containers used so far (cgroup v1 cpuacct, as podman's cgroupfs manager makes them)."""
-    return sum(int((CPUACCT / f"libpod-{cid}" / "cpuacct.usage").read_text()) for cid in ids) / 1e9
 
 
 def machine_cpu() -> float:
@@ -55,7 +48,7 @@ def main() -> int:
     if not args.command and args.idle is None:
         parser.error("a command after --, or --idle SECONDS")
     ids = containers()
-    hosts, machine, started = hosts_cpu(ids), machine_cpu(), time.monotonic()
+    hosts, machine, started = labctl.containers_cpu(ids), machine_cpu(), time.monotonic()
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     code = 0
     if args.command:
@@ -66,7 +59,7 @@ def main() -> int:
     control = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     print(
         f"rc {code}  wall {time.monotonic() - started:.1f} s  control host CPU {control:.1f} s  "
-        f"hosts' CPU {hosts_cpu(ids) - hosts:.1f} s  machine CPU {machine_cpu() - machine:.1f} s"
+        f"hosts' CPU {labctl.containers_cpu(ids) - hosts:.1f} s  machine CPU {machine_cpu() - machine:.1f} s"
     )
     return code
 

@@ -254,6 +254,15 @@ def write_if_changed(path: Path, text: str) -> None:
     scratch.replace(path)
 
 
+# Where podman's cgroupfs manager keeps each container's CPU accounting (cgroup v1), as on this machine.
+CPUACCT = Path("/sys/fs/cgroup/cpuacct/libpod_parent")
+
+
+def containers_cpu(ids: list[str]) -> float:
+    """Seconds of CPU the containers (full IDs) used so far: sshd, sudo, modules, engine stand-ins."""
+    return sum(int((CPUACCT / f"libpod-{cid}" / "cpuacct.usage").read_text()) for cid in ids) / 1e9
+
+
 def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
     cmd = ["podman", *args]
     if input_bytes is not None:

@@ -41,7 +41,6 @@ class RunningLab:
         self.engine = lab.engine
         self.hosts = {h.name: h for h in lab.hosts}
         self._connections: Path | None = None
-        self._socket_of: dict[str, Path] = {}
         self._no_master_until: dict[str, float] = {}
         self.controllers = [h.name for h in lab.hosts if h.role == "server"]
         self.workers = [h.name for h in lab.hosts if h.role == "agent"]
@@ -74,14 +73,14 @@ class RunningLab:
             "-o",
             "ConnectTimeout=5",
             "-o",
-            f"ControlPath={self.connections / '%C'}",
+            f"ControlPath={self.connections / name}",
             f"{labctl.SSH_USER}@{host.address}",
         ]
 
     @property
     def connections(self) -> Path:
         """Where this lab's master connections are (a short path: a Unix socket's is at most 107 bytes)."""
-        if getattr(self, "_connections", None) is None:
+        if self._connections is None:
             self._connections = Path(tempfile.mkdtemp(prefix=f"labssh{labctl.SLOT.number}-", dir="/tmp"))
         return self._connections
 
@@ -90,10 +89,8 @@ class RunningLab:
         master ends) or one failed to start in the last 10 s (the host cut off, say). Started on its own
         (``ssh -f -N``), so that every command is a session on it or, without one, on a connection of its
         own: none waits to become a master."""
-        socket = self._socket_of.get(name)
-        if (socket is not None and socket.exists()) or time.monotonic() < self._no_master_until.get(name, 0):
+        if (self.connections / name).exists() or time.monotonic() < self._no_master_until.get(name, 0):
             return
-        before = set(self.connections.iterdir())
         started = subprocess.run(
             ["ssh", "-f", "-N", "-o", "ControlMaster=yes", *self.MASTER_OPTIONS, *self.ssh_options(name)],
             stdin=subprocess.DEVNULL,
@@ -102,22 +99,21 @@ class RunningLab:
             timeout=30,
             check=False,
         )
-        made = set(self.connections.iterdir()) - before
-        if started.returncode != 0 or not made:
+        if started.returncode != 0:
             self._no_master_until[name] = time.monotonic() + 10
-            return
-        self._socket_of[name] = made.pop()
 
     def close_connections(self) -> None:
         """End the lab's master connections and remove their directory."""
-        directory = getattr(self, "_connections", None)
-        if directory is None:
+        if self._connections is None:
             return
-        for name in list(self._socket_of):
-            subprocess.run(["ssh", "-O", "exit", *self.ssh_options(name)], capture_output=True, timeout=10, check=False)
-        shutil.rmtree(directory, ignore_errors=True)
+        for socket in self._connections.iterdir():
+            if socket.name not in self.hosts:
+                continue  # a socket ssh is still making
+            subprocess.run(
+                ["ssh", "-O", "exit", *self.ssh_options(socket.name)], capture_output=True, timeout=10, check=False
+            )
+        shutil.rmtree(self._connections, ignore_errors=True)
         self._connections = None
-        self._socket_of.clear()
 
     def ssh_command(self, name: str, command: str, sudo: bool = True) -> list[str]:
         remote = f"sudo sh -c {shlex.quote(command)}" if sudo else command
@@ -267,8 +263,6 @@ class RunningLab:
 # files (chart manifests, policies), the lab's switches (start delay, kubelet down, engine version),
 # cargoship's lock and backups, sudo's rules. The stand-in's own records (its lab/ directory) are not.
 # The stamp cargoship writes on a node it proved (plugins/plugin_utils/_proof.py).
-# Where podman's cgroupfs manager keeps each container's CPU accounting (cgroup v1), as on this machine.
-CPUACCT = Path("/sys/fs/cgroup/cpuacct/libpod_parent")
 PROVEN = "cargoship.io/proven"
 FINGERPRINTED = (
     "etc/rancher",
@@ -318,7 +312,7 @@ class LabManager:
         self.builds: list[float] = []
         self.starts_at_build = 0
         self._roots: list[str] | None = None
-        self._cgroups: list[Path] | None = None
+        self._container_ids: list[str] | None = None
 
     def get(
         self, hosts: int = 3, controllers: int = 1, engine: str = "k3s", version: str = "", fresh: bool = False
@@ -405,18 +399,13 @@ class LabManager:
             ]
         return self._roots or []
 
-    def cgroups(self) -> list[Path]:
-        """Each host's CPU accounting (cgroup v1 cpuacct, as podman's cgroupfs manager makes it), read without SSH."""
-        if self._cgroups is None and self.current is not None:
-            ids = labctl.podman(
+    def hosts_cpu(self) -> float:
+        """Seconds of CPU the current lab's hosts used so far, from their cgroups (no SSH)."""
+        if self._container_ids is None and self.current is not None:
+            self._container_ids = labctl.podman(
                 "inspect", "--format", "{{.Id}}", *(host.container for host in self.current.hosts.values())
             ).stdout.split()
-            self._cgroups = [CPUACCT / f"libpod-{cid}" / "cpuacct.usage" for cid in ids]
-        return self._cgroups or []
-
-    def hosts_cpu(self) -> float:
-        """Seconds of CPU the current lab's hosts used so far (sshd, sudo, modules, engine stand-ins)."""
-        return sum(int(path.read_text()) for path in self.cgroups()) / 1e9
+        return labctl.containers_cpu(self._container_ids or [])
 
     def host_starts(self) -> list[int]:
         """The engine starts recorded on each host of the current lab (0 where none can be read)."""
@@ -436,5 +425,5 @@ class LabManager:
         self.current = None
         self.built_print = None
         self._roots = None
-        self._cgroups = None
+        self._container_ids = None
         labctl.down(log=lambda _msg: None)

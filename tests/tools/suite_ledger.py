@@ -121,6 +121,7 @@ class Ledger:
             else:  # a lab built during this test: its own first starts are not restarts
                 restarts = after[1] - getattr(self.manager, "starts_at_build", after[1])
         builds = self.builds() - self.before["builds"]
+        (own_cpu, commands_cpu), (own_before, commands_before) = control_cpu(), self.before["control_cpu"]
         hosts_after, hosts_before = hosts_cpu_of(self.manager), self.before["hosts_cpu"]
         hosts_cpu = None
         if hosts_after is not None:
@@ -136,8 +137,8 @@ class Ledger:
             "runs": runs_of(item.nodeid),
             "restarts": restarts,
             # The test's own process (pytest, the API client, the lab's checks) and the commands it ran.
-            "control_cpu": round(sum(control_cpu()) - sum(self.before["control_cpu"]), 1),
-            "pytest_cpu": round(control_cpu()[0] - self.before["control_cpu"][0], 1),
+            "control_cpu": round(own_cpu + commands_cpu - own_before - commands_before, 1),
+            "pytest_cpu": round(own_cpu - own_before, 1),
             "hosts_cpu": hosts_cpu,
             "lab_builds": builds,
             # of them, builds of a lab an earlier test had left changed (its fingerprint differed)
