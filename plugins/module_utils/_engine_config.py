@@ -26,6 +26,8 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     validate,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._engine_files import EngineFiles, FileError, mover_of
+from ansible_collections.cargoship.engine.plugins.module_utils._engines import LOCK_PATH
+from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import touch_if_held
 from ansible_collections.cargoship.engine.plugins.module_utils._node_window import RESTORED, WRITTEN
 from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
@@ -251,6 +253,7 @@ MODULE_KWARGS = {
         "layout": {"type": "dict", "default": {}},
         "state": {"type": "str", "default": "present", "choices": ["present", "staged", "restored", "cleaned"]},
         "backup_id": {"type": "str"},
+        "lock_run_id": {"type": "str"},
         "backup_root": {"type": "path", "default": "/var/lib/cargoship/backups"},
         "credentials": {"type": "list", "elements": "raw", "no_log": True, "default": []},
         # Paths to mask, not secrets themselves.
@@ -299,6 +302,10 @@ def run(module) -> dict:
         return clean(module)
     if params["state"] == "restored":
         return restore(module)
+    if params["lock_run_id"]:
+        refused = touch_if_held(LOCK_PATH, params["lock_run_id"], module.check_mode)
+        if refused:
+            raise Failed(f"{refused}: nothing was written")
     try:
         state = with_credentials(params)
         # Called without its action plugin, the module would have credentials in its arguments: hide

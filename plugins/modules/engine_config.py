@@ -121,6 +121,12 @@ options:
     description:
       - Name of the backup taken before writing, or to restore. Required with O(state=restored) and O(state=staged).
     type: str
+  lock_run_id:
+    description:
+      - With O(state=present) or V(staged), go on only while the cargoship host lock
+        (M(cargoship.engine.host_lock)) is held by this run id, checked (and refreshed) in the same call,
+        before any file is read or written; otherwise fail, writing nothing.
+    type: str
   backup_root:
     description: Where backups are kept. Must not be inside the manifests directory.
     type: path
@@ -173,6 +179,16 @@ EXAMPLES = r"""
     registries: "{{ cargoship_registries }}"
     state: staged
     backup_id: "{{ cargoship_run_id }}"
+  become: true
+
+- name: Stage them only while this run still holds the host lock
+  cargoship.engine.engine_config:
+    engine: k3s
+    node_role: agent
+    registries: "{{ cargoship_registries }}"
+    state: staged
+    backup_id: "{{ cargoship_run_id }}"
+    lock_run_id: "{{ cargoship_run_id }}"
   become: true
 
 - name: Remove the registries.yaml cargoship wrote (asked for explicitly)

@@ -222,6 +222,26 @@ def test_engine_config_diff_shows_mirrors_and_hides_only_credentials(tmp_path):
     assert "hunter2-canary" not in json.dumps(result)
 
 
+def test_engine_config_stages_nothing_for_a_run_that_does_not_hold_the_lock(tmp_path):
+    if Path("/var/lib/cargoship/lock.json").exists():
+        pytest.skip("this machine has a cargoship lock of its own")
+    layout = {
+        "config_file": str(tmp_path / "etc" / "config.yaml"),
+        "data_dir": str(tmp_path / "data"),
+        "private_registry": str(tmp_path / "etc" / "registries.yaml"),
+    }
+    registries = {"mirrors": {"docker.io": {"endpoint": ["https://mirror.example:5000"]}}}
+    args = {"engine": "k3s", "node_role": "agent", "registries": registries, "layout": layout}
+    args |= {"state": "staged", "backup_id": "run1", "backup_root": str(tmp_path / "backups")}
+    staged = run_module("engine_config", {**args, "lock_run_id": "run1"})
+    assert staged["failed"], staged
+    assert staged["msg"] == "cannot touch a lock this run does not hold (held by nobody): nothing was written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    # The same call without the guard stages the file (so the failure above is the lock's).
+    assert run_module("engine_config", args)["changed"]
+    assert any(p.name.startswith(".") for p in (tmp_path / "etc").iterdir())
+
+
 @pytest.mark.parametrize(
     ("selector", "labels", "picked"),
     [
