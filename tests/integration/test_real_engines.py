@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 import subprocess
 import threading
 import time
@@ -102,7 +103,11 @@ def test_a_crash_looping_engine_is_down_in_a_dry_run_and_a_rollback_that_cannot_
         )
         assert dry.returncode == 0, dry.stdout + dry.stderr
         plan = (tmp_path / "d.json").read_text()
-        assert "drain and restart k3s-agent (its engine is activating (auto-restart): a node whose engine" in plan
+        # Read between two tries (auto-restart) or during one (start: a busy machine makes that part longer).
+        assert re.search(
+            r"drain and restart k3s-agent \(its engine is activating \((auto-restart|start)\): a node whose engine",
+            plan,
+        ), plan
         inventory = desired_inventory(lab, tmp_path / "inv", cargoship_service_timeout=12)
         report = tmp_path / "real.json"
         real = cargoship(
