@@ -10,12 +10,12 @@ from ansible.utils.vars import merge_hash
 
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out
 from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import read_of
-from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_or_ask
+from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_from_comparison, answer_or_ask
 
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("phase", "survey", "host"))
+    _VALID_ARGS = frozenset(("phase", "survey", "host", "compared"))
 
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
@@ -29,5 +29,7 @@ class ActionModule(ActionBase):
         except ValueError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         args = moved_out(call["args"]) if call["module"] == "engine_config" else call["args"]
-        found = answer_or_ask(self, call["module"], args, self._task.args.get("survey"), task_vars)
+        found = answer_from_comparison(call["module"], args, self._task.args.get("compared"))
+        if found is None:
+            found = answer_or_ask(self, call["module"], args, self._task.args.get("survey"), task_vars)
         return merge_hash(result, found)

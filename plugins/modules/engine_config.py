@@ -254,6 +254,13 @@ fingerprint:
       every credential masked, so that no hash of a credential is returned.
   returned: with O(state=present) or V(staged)
   type: dict
+leftovers:
+  description:
+    - The temporary files an interrupted write left in the engine's directories, which O(state=cleaned) would
+      remove, as found before this call wrote anything.
+  returned: with O(state=present) or V(staged)
+  type: list
+  elements: str
 restart_required:
   description: Whether any change needs an engine restart.
   returned: always

@@ -31,6 +31,13 @@ options:
   survey:
     description: The registered result of the connect phase's M(cargoship.engine.host_survey) on this host.
     type: dict
+  compared:
+    description:
+      - For the disconnect phase's clean-up in a real run, the registered result of this run's comparison of the
+        host's files (M(cargoship.engine.engine_config), under the run's lock). Where it found no leftovers and
+        nothing to change, this run wrote nothing there since: the clean-up is answered as having nothing to do,
+        without a round to the host. Ignored for any other read.
+    type: dict
   host:
     description:
       - Make the read of this host instead, its arguments rendered with its variables (give its survey
@@ -48,8 +55,10 @@ EXAMPLES = r"""
 
 RETURN = r"""
 answered_by:
-  description: V(host_survey) when the answer came from the survey; absent when the host was asked.
-  returned: when answered from the survey
+  description:
+    - V(host_survey) when the answer came from the survey, V(comparison) when it came from O(compared);
+      absent when the host was asked.
+  returned: when answered on the control host
   type: str
 """
 
@@ -61,6 +70,7 @@ def main() -> None:
         argument_spec={
             "phase": {"type": "str", "required": True},
             "survey": {"type": "dict"},
+            "compared": {"type": "dict"},
             "host": {"type": "str"},
         },
         supports_check_mode=True,

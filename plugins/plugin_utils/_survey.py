@@ -19,6 +19,11 @@ round to the host. Which answers hold:
   for it, and this run would have stopped there.
 
 An answer is given only for the same arguments; a difference, however small, sends the task to its host.
+
+A real run's clean-up has a second source: the comparison its sync phase made of the host's files, under
+this run's lock (engine_config lists the leftovers it finds before it writes anything). Where that found
+no leftovers and nothing to change, this run wrote nothing on the host since, so there is nothing to clean
+(``answer_from_comparison``).
 """
 
 from __future__ import annotations
@@ -68,6 +73,18 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
 def nothing_to_clean(module: str, args: dict) -> bool:
     """A call whose survey answer holds in a real run when it found nothing (see the module docstring)."""
     return module == "engine_config" and args.get("state") == "cleaned"
+
+
+def answer_from_comparison(module: str, args: dict, compared: object) -> dict | None:
+    """The clean-up's answer from this run's comparison of the host's files (``compared``, an engine_config
+    result of the same engine and layout), or None if the host has to be asked (see the module docstring)."""
+    if not nothing_to_clean(module, args) or not isinstance(compared, dict):
+        return None
+    if compared.get("failed") or compared.get("skipped") or compared.get("changes"):
+        return None
+    if compared.get("leftovers") != []:
+        return None  # some found, or an answer that does not say
+    return {"changed": False, "changes": [], "restart_required": False, "answered_by": "comparison"}
 
 
 def answer_or_ask(action: ActionBase, module: str, args: dict, survey: object, task_vars: dict) -> dict:

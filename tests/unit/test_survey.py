@@ -11,7 +11,7 @@ import pytest
 from test_modules import run_module
 
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import calls_moved_out, moved_out
-from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_from
+from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_from, answer_from_comparison
 
 NO_ENGINE_HERE = any(Path(p).exists() for p in ("/etc/rancher", "/var/lib/rancher"))
 
@@ -281,3 +281,44 @@ def test_a_real_run_that_applies_a_plan_asks_the_reads_the_plan_was_made_from(ho
     calls = survey_calls(templar(), host_vars(host), False, applying_plan=True)
     # Not the lock's nor the clean-up's (a plan is not made from them): only the engine and the files.
     assert [call["phase"] for call in calls] == ["detect_os", "host_facts", "engine_facts", sync]
+
+
+def test_a_real_runs_clean_up_is_answered_by_its_comparison_only_where_that_found_nothing_at_all():
+    clean = {"engine": "k3s", "state": "cleaned", "credentials": []}
+    nothing = {"changed": False, "changes": [], "leftovers": []}
+    assert answer_from_comparison("engine_config", clean, nothing) == {
+        "changed": False,
+        "changes": [],
+        "restart_required": False,
+        "answered_by": "comparison",
+    }
+    # Leftovers found, files this run was to write, a comparison that failed, was skipped or does not say
+    # (a result without the list), no comparison at all: the host is asked.
+    for compared in (
+        {**nothing, "leftovers": ["/etc/rancher/k3s/config.yaml.d/.cargoship-x"]},
+        {**nothing, "changed": True, "changes": [{"path": "/etc/rancher/k3s/registries.yaml"}]},
+        {**nothing, "failed": True},
+        {**nothing, "skipped": True},
+        {"changed": False, "changes": []},
+        None,
+    ):
+        assert answer_from_comparison("engine_config", clean, compared) is None, compared
+    # Only the clean-up is answered so.
+    assert answer_from_comparison("engine_config", {"engine": "k3s"}, nothing) is None
+    assert answer_from_comparison("engine_info", {"engine": "k3s", "state": "cleaned"}, nothing) is None
+
+
+def test_a_comparison_lists_the_leftovers_of_an_interrupted_write_before_it_writes(tmp_path):
+    layout = {
+        "config_file": str(tmp_path / "etc" / "config.yaml"),
+        "data_dir": str(tmp_path / "data"),
+        "private_registry": str(tmp_path / "etc" / "registries.yaml"),
+    }
+    (tmp_path / "etc" / "config.yaml.d").mkdir(parents=True)
+    leftover = tmp_path / "etc" / "config.yaml.d" / ".cargoship-interrupted"
+    leftover.write_text("half")
+    args = {"engine": "k3s", "node_role": "agent", "layout": layout, "registries": {"mirrors": {}}}
+    compared = run_module("engine_config", args, check_mode=True)
+    assert compared["leftovers"] == [str(leftover)], compared
+    leftover.unlink()
+    assert run_module("engine_config", args, check_mode=True)["leftovers"] == []
