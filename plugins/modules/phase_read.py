@@ -35,8 +35,8 @@ options:
     description:
       - For the disconnect phase's clean-up in a real run, the registered result of this run's comparison of the
         host's files (M(cargoship.engine.engine_config), under the run's lock). Where it found no leftovers and
-        nothing to change, this run wrote nothing there since: the clean-up is answered as having nothing to do,
-        without a round to the host. Ignored for any other read.
+        nothing to change, this run wrote nothing there since, so the clean-up is answered as having nothing to
+        do, without a round to the host. Ignored for any other read.
     type: dict
   host:
     description:
