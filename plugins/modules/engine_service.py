@@ -105,6 +105,9 @@ from ansible_collections.cargoship.engine.plugins.module_utils._systemd import u
 
 # systemctl show on the host itself: cheap enough to look often, so that a start is seen when it happens.
 POLL_SECONDS = 0.2
+# Once the unit is active, the settle only watches for it to stop or restart (systemd counts every
+# restart in NRestarts, so one between two looks is seen): a look a second is enough.
+SETTLE_POLL_SECONDS = 1.0
 STOPPED = ("inactive", "failed")
 
 
@@ -177,7 +180,11 @@ def wait_started(module: AnsibleModule, unit: Unit, result: dict) -> None:
                 state=unit_state(props),
                 restarts=props["NRestarts"],
             )
-        time.sleep(POLL_SECONDS)
+        if steady_since is None:
+            time.sleep(POLL_SECONDS)
+        else:  # settling: look again once a second, and when the settle time is up
+            settled_in = p["settle"] - (time.monotonic() - steady_since)
+            time.sleep(max(POLL_SECONDS, min(SETTLE_POLL_SECONDS, settled_in)))
 
 
 def main() -> None:
