@@ -172,16 +172,7 @@ EXAMPLES = r"""
     backup_id: "{{ cargoship_run_id }}"
   become: true
 
-- name: Prepare the new files while the engine still runs (a full disk fails here)
-  cargoship.engine.engine_config:
-    engine: k3s
-    node_role: agent
-    registries: "{{ cargoship_registries }}"
-    state: staged
-    backup_id: "{{ cargoship_run_id }}"
-  become: true
-
-- name: Stage them only while this run still holds the host lock
+- name: Prepare the new files while the engine still runs (a full disk fails here), only under this run's lock
   cargoship.engine.engine_config:
     engine: k3s
     node_role: agent
