@@ -3,15 +3,29 @@ and release the locks a failed run still holds."""
 
 from __future__ import annotations
 
+import signal
+import threading
 from dataclasses import replace
 
 from cargoship_runner.output import errors
-from cargoship_runner.runner import RunOptions, run_playbook
+from cargoship_runner.runner import STOP_SIGNALS, RunOptions, run_playbook
 
 
 def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
     """After Ctrl-C (rescue blocks do not run on SIGINT): put the nodes this run had started on back as
     they were. What each node is like afterwards is the ``node_sync_outcome`` fact the restore sets."""
+    # Ctrl-C again stops the recovery, from the moment it is offered: caught from here, not only once the
+    # recovery's run has begun (a signal before that stops it at once, and the nodes are named as not recovered).
+    stopped = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stopped.set()) for sig in STOP_SIGNALS}
+    try:
+        recover_nodes(options, run_id, nodes, stopped)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def recover_nodes(options: RunOptions, run_id: str, nodes: list[str], stopped: threading.Event) -> None:
     errors.print(
         f"interrupted while working on {', '.join(nodes)}: putting them back as they were (Ctrl-C again to stop)"
     )
@@ -33,7 +47,7 @@ def recover(options: RunOptions, run_id: str, nodes: list[str]) -> None:
             outcomes[data["host"]] = f"{data['host']}: {facts['node_sync_outcome']}"
         return True
 
-    outcome = run_playbook(recovery, collect)
+    outcome = run_playbook(recovery, collect, interrupted=stopped)
     for node in nodes:
         if node in outcomes:
             errors.print(f"  {outcomes[node]}")

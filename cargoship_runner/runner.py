@@ -225,8 +225,10 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
-    """One playbook run in a fresh private data dir (a reused one would keep the previous command line)."""
+def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Event | None = None) -> RunOutcome:
+    """One playbook run in a fresh private data dir (a reused one would keep the previous command line).
+    ``interrupted``: the caller's own record of a stop signal, set by its handler before the run began too
+    (the run then stops at once); by default, one of the run's own."""
     run_id = options.extravars.setdefault("cargoship_run_id", new_run_id())
     private = Path(tempfile.mkdtemp(prefix="cargoship-run-"))
     report_path = private / "report.json"
@@ -272,7 +274,7 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
         # The ansible-playbook installed beside this cargoship, also when cargoship is called by its path.
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
     }
-    interrupted = threading.Event()
+    interrupted = interrupted or threading.Event()
     # Ctrl-C, and how CI systems and terminals cancel a job (SIGTERM, SIGHUP), all stop the run the same
     # way: the command then puts back the nodes it had started on and releases its locks.
     previous = {sig: signal.signal(sig, lambda *_: interrupted.set()) for sig in STOP_SIGNALS}
@@ -329,8 +331,6 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             handler_error=handler.error,
         )
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         extra_vars_file.unlink(missing_ok=True)
         if options.keep_artifacts:
             for dump in private.glob("artifacts/*/command"):
@@ -339,6 +339,9 @@ def run_playbook(options: RunOptions, on_event=None) -> RunOutcome:
             shutil.rmtree(private, ignore_errors=True)
         if control_dir:
             close_connections(control_dir)
+        # Last: a stop signal while the run's connections close (up to seconds) is the run's, not an abort.
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 KEEPER_WATCH_SECONDS = 1.0

@@ -131,6 +131,8 @@ def test_ctrl_c_while_the_engine_is_stopped_for_the_write_restores_it(fleet):
 
 def test_a_second_ctrl_c_stops_the_recovery_and_says_how_to_finish_it(fleet):
     fleet.sh("c1", "echo 8 > /etc/cargoship-lab/start-delay")
+    delayed = "journalctl -u k3s --no-pager -o cat | grep -c 'start-up delayed'"
+    before = int(fleet.sh("c1", delayed, check=False).stdout.strip() or 0)
     run = subprocess.Popen(
         ["cargoship", "engine-config-sync", "-i", str(fleet.inventory), "--confirm"],
         stdout=subprocess.PIPE,
@@ -138,11 +140,12 @@ def test_a_second_ctrl_c_stops_the_recovery_and_says_how_to_finish_it(fleet):
         text=True,
     )
     try:
+        # The run's start of c1 has begun once the engine logged its delay (the unit is activating a moment
+        # before that: counted then, this start would pass below for the recovery's).
         wait_for(
-            lambda: fleet.sh("c1", "systemctl is-active k3s", check=False).stdout.strip() == "activating",
+            lambda: int(fleet.sh("c1", delayed, check=False).stdout.strip() or 0) > before,
             "c1's engine to be starting on its new config",
         )
-        delayed = "journalctl -u k3s --no-pager -o cat | grep -c 'start-up delayed'"
         starts_begun = int(fleet.sh("c1", delayed, check=False).stdout.strip() or 0)
         run.send_signal(signal.SIGINT)
         lines = []

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
+from cargoship_runner import recovery, runner
 from cargoship_runner.runner import (
     DEFAULT_FORKS,
     SOCKET_PATH_MAX,
@@ -139,3 +144,41 @@ def test_a_runs_master_connections_end_with_it(tmp_path):
         listener.close()
     assert not directory.exists()
     assert subprocess.run(["pgrep", "-f", f"ControlPath={sock}"], check=False).returncode == 1
+
+
+def test_ctrl_c_right_after_the_recovery_is_offered_stops_it_and_says_how_to_finish(tmp_path, monkeypatch, capsys):
+    """The second Ctrl-C may come before the recovery's run has begun: it is caught, never an abort."""
+    seen = {}
+
+    def run_playbook(options, on_event=None, interrupted=None):
+        seen["stopped before the run"] = interrupted.is_set()
+        return runner.RunOutcome(rc=1, report=None, unreachable=[], run_id="r1", interrupted=interrupted.is_set())
+
+    def print_then_ctrl_c(*args, **kwargs):
+        print(*args, file=sys.stderr)
+        if "Ctrl-C again to stop" in str(args[0]):
+            os.kill(os.getpid(), signal.SIGINT)  # as the user's second Ctrl-C, as soon as it is offered
+
+    monkeypatch.setattr(recovery, "run_playbook", run_playbook)
+    monkeypatch.setattr(recovery.errors, "print", print_then_ctrl_c)
+    before = signal.getsignal(signal.SIGINT)
+    options = runner.RunOptions(playbook="engine_config_sync", inventory=tmp_path / "inv.yml")
+    recovery.recover(options, "r1", ["c1"])
+    assert seen == {"stopped before the run": True}
+    err = capsys.readouterr().err
+    assert "c1: NOT recovered (stopped by Ctrl-C)" in err
+    assert "cargoship.engine.recover -e cargoship_run_id=r1 --limit c1" in err
+    assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_run_whose_stop_signal_came_before_it_began_stops_at_once(tmp_path):
+    """run_playbook given a stop already recorded: the run is cancelled before any host is touched."""
+    inventory = tmp_path / "inv.yml"
+    hosts = {"ghost": {"ansible_host": "192.0.2.1"}}  # TEST-NET-1: nothing answers there
+    inventory.write_text(json.dumps({"all": {"children": {"cargoship_workers": {"hosts": hosts}}}}))
+    stopped = threading.Event()
+    stopped.set()
+    options = runner.RunOptions(playbook="unlock", inventory=inventory, extravars={"cargoship_run_id": "r1"})
+    outcome = runner.run_playbook(options, interrupted=stopped)
+    assert outcome.interrupted and outcome.rc != 0
+    assert not outcome.unreachable  # cancelled before it reached for the host
