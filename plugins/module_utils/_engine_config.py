@@ -75,12 +75,11 @@ def restore(module) -> dict:
     return result
 
 
-def clean(module, check_mode: bool | None = None) -> dict:
-    """Remove the temporary files a write leaves only when interrupted between create and rename (only list
-    them in check mode: the module's, or ``check_mode`` where given)."""
+def clean(module) -> dict:
+    """Remove the temporary files a write leaves only when interrupted between create and rename."""
     paths = paths_of(module)
     # Its own directories, whole; the registries file's directory (the engine's, maybe /etc) at its top only.
-    backend = EngineFiles("", "", module.check_mode if check_mode is None else check_mode)
+    backend = EngineFiles("", "", module.check_mode)
     changes = backend.clean(list(paths["allowed_roots"]), [os.path.dirname(p) for p in paths["allowed_files"]])
     return dict(changed=bool(changes), changes=changes, restart_required=False)
 
@@ -370,9 +369,10 @@ def run(module) -> dict:
         "restart_required": any(c["restart"] for c in changes),
         "kept": kept,
         "fingerprint": fingerprint,
-        # Listed before anything is written: what state=cleaned would remove now.
-        "leftovers": [item["path"] for item in clean(module, check_mode=True)["changes"]],
     }
+    if module.check_mode:
+        # What state=cleaned would remove (a comparison's, which writes nothing; a write does not walk the tree again).
+        result["leftovers"] = [item["path"] for item in clean(module)["changes"]]
     # One backend for the run's writes and the clean-up of what state=staged left.
     backend = files_of(module) if params["backup_id"] and not module.check_mode else None
     if module._diff:

@@ -248,8 +248,8 @@ fingerprint:
 leftovers:
   description:
     - The temporary files an interrupted write left in the engine's directories, which O(state=cleaned) would
-      remove, as found before this call wrote anything.
-  returned: with O(state=present) or V(staged)
+      remove.
+  returned: in check mode, with O(state=present) or V(staged)
   type: list
   elements: str
 restart_required:

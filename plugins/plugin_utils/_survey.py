@@ -21,7 +21,7 @@ round to the host. Which answers hold:
 An answer is given only for the same arguments; a difference, however small, sends the task to its host.
 
 A real run's clean-up has a second source: the comparison its sync phase made of the host's files, under
-this run's lock (engine_config lists the leftovers it finds before it writes anything). Where that found
+this run's lock (engine_config lists the leftovers it finds in check mode). Where that found
 no leftovers and nothing to change, this run wrote nothing on the host since, so there is nothing to clean
 (``answer_from_comparison``).
 """
