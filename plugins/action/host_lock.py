@@ -8,11 +8,23 @@ from __future__ import annotations
 import os
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _lock_keeper
+from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import lock_calls
 from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import SurveyAnsweredAction
 
 
 class ActionModule(SurveyAnsweredAction):
     MODULE = "host_lock"
+
+    def task_args(self, task_vars: dict) -> dict:
+        """With ``read_planned``, a real run's lock takes the reads it would make again under it (_reads.py)."""
+        args = dict(self._task.args)
+        planned = args.pop("read_planned", False)
+        if planned and args.get("state") == "acquired" and not self._play_context.check_mode:
+            selected = self._templar.template(task_vars.get("cargoship_phase") or "")
+            self._lock_reads = lock_calls(self._templar, task_vars, selected or None)
+            if self._lock_reads:
+                args["reads"] = self._lock_reads
+        return args
 
     def run(self, tmp=None, task_vars=None):
         if self._task.args.get("state") == "released" and not self._play_context.check_mode:
@@ -21,4 +33,9 @@ class ActionModule(SurveyAnsweredAction):
             host = self._task.delegate_to or (task_vars or {}).get("inventory_hostname")
             if host:
                 _lock_keeper.unregister(os.getppid(), host)
-        return super().run(tmp, task_vars)
+        self._lock_reads = []
+        result = super().run(tmp, task_vars)
+        if self._lock_reads and isinstance(result.get("answers"), list) and not result.get("failed"):
+            # Answers made under this run's lock: they hold in this real run (plugin_utils/_survey.py).
+            result["under_lock"] = True
+        return result

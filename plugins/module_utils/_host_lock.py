@@ -58,6 +58,10 @@ def not_held(lock: dict | None) -> str:
     return f"cannot touch a lock this run does not hold (held by {describe(lock) if lock else 'nobody'})"
 
 
+# The reads a lock's round may answer: none takes credentials (plugin_utils/_reads.py chooses among them).
+READ_UNDER_LOCK = ("engine_info", "host_info")
+
+
 def touch_if_held(path: str, run_id: str, check_mode: bool) -> str | None:
     """Refresh the lock if ``run_id`` holds it; otherwise why not (for a step that must not go on)."""
     lock, _age = read_lock(path)
@@ -98,13 +102,31 @@ MODULE_KWARGS = {
         "touch_interval": {"type": "int", "default": 30},
         "force": {"type": "bool", "default": False},
         "others": {"type": "str", "default": "fail", "choices": ["fail", "keep"]},
+        # Taken by the action plugin (which renders the reads the module gets); the module never sees it.
+        "read_planned": {"type": "bool", "default": False},
+        "reads": {"type": "list", "elements": "dict", "default": []},
     },
     "supports_check_mode": True,
 }
 
 
 def run(module) -> dict:
-    """The module's work: its result, or Failed."""
+    """The module's work: its result, or Failed. A lock taken (or already held) in a real run answers the
+    ``reads`` in the same round, under it: host_survey's calls, in check mode (module_utils/_survey.py)."""
+    reads = module.params.get("reads")
+    unknown = sorted({str(call.get("module")) for call in reads or []} - set(READ_UNDER_LOCK))
+    if unknown:
+        raise Failed(f"host_lock reads calls of {', '.join(READ_UNDER_LOCK)}, not {', '.join(unknown)}")
+    result = _lock(module)
+    if reads and module.params["state"] == "acquired" and not module.check_mode:
+        # Imported only here: the other calls of this module need none of the readers' code.
+        from ansible_collections.cargoship.engine.plugins.module_utils._survey import run_calls
+
+        result["answers"] = run_calls(module, reads, [])
+    return result
+
+
+def _lock(module) -> dict:
     p = module.params
     if p["state"] == "acquired":
         problem = window_problem(p["stale_after"], p["touch_interval"])

@@ -66,6 +66,23 @@ options:
     type: str
     default: fail
     choices: [fail, keep]
+  reads:
+    description:
+      - Calls (C(module) and C(args), as host_survey takes them) answered on the host in the same round once
+        O(state=acquired) holds the lock, in check mode; only calls of engine_info and host_info. Ignored in
+        check mode and with the other states.
+      - Their answers (RV(answers)) are the host's state under this run's lock, so a real run's later reads
+        take them instead of going to the host again.
+    type: list
+    elements: dict
+    default: []
+  read_planned:
+    description:
+      - Handled by the action plugin. With O(state=acquired) in a real run, O(reads) becomes the reads the
+        run's planned phases would make again on this host under the lock (the engine's state), up to the
+        first phase that changes hosts, leaving out any that a hook of C(cargoship_hooks) runs before.
+    type: bool
+    default: false
 """
 
 EXAMPLES = r"""
@@ -76,6 +93,16 @@ EXAMPLES = r"""
     holder:
       user: "{{ lookup('ansible.builtin.env', 'USER') }}"
   become: true
+
+- name: Take the lock and read the engine under it, in one round
+  cargoship.engine.host_lock:
+    state: acquired
+    run_id: "{{ cargoship_run_id }}"
+    reads:
+      - module: engine_info
+        args: {engine: k3s, node_role: agent}
+  become: true
+  register: lock_taken
 
 - name: Break a lock on purpose
   cargoship.engine.host_lock:
@@ -115,6 +142,16 @@ changes:
   returned: with state=acquired
   type: list
   elements: str
+answers:
+  description:
+    - One per call of O(reads), in order, as host_survey returns them (C(module), C(args), C(result), C(phase)).
+  returned: when the lock was taken or held with O(reads) in a real run
+  type: list
+  elements: dict
+under_lock:
+  description: Whether RV(answers) were made under this run's lock (a later read of the run may take them).
+  returned: when the answers were made
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -12,6 +12,7 @@ from its twin.
 
 from __future__ import annotations
 
+from ansible_collections.cargoship.engine.plugins.module_utils import _host_lock
 from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import roles_of
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, plan
 from ansible_collections.cargoship.engine.plugins.plugin_utils._run_options import defaults, from_inventory
@@ -117,6 +118,46 @@ def survey_calls(
         for phase in declared(selected=selected)
         if asked(phase["read"], check_mode, applying_plan) and concerns(phase, host, variables)
     ]
+
+
+def lock_calls(templar, variables: dict, selected: str | None = None) -> list[dict]:
+    """The reads a real run would make again on this host once it holds the lock, for the lock's own round
+    (host_lock with ``read_planned``): the reads of what runs change (``survey: dry run``) of the planned
+    phases of the lock's play that come after the lock, up to the first phase that changes hosts. A read
+    that a user's hook could come before is left to its phase: a hook placed between the lock and it (after
+    the lock, or around a phase in between, or before its own phase) may change what it reads."""
+    hooks = variables.get("cargoship_hooks") or {}
+    if not isinstance(hooks, dict):
+        return []  # not yet a mapping (a template, say): where its hooks go is not known here
+    phases = load_phases(operation="engine-config-sync")
+    planned = set(plan(phases, selected or None))
+    lock = next((p for p in phases if p["run_lock"] == "takes"), None)
+    if lock is None or lock["name"] not in planned:
+        return []
+    # "<phase>.<before|after>" of each hook point in use (hook points are "<phase>.<moment>.<role>").
+    hooked = {".".join(str(point).split(".")[:2]) for point in hooks}
+    host = variables.get("inventory_hostname", "")
+    layered = with_defaults(variables)
+    calls = []
+    between = [f"{lock['name']}.after"]
+    for phase in phases:
+        if phase["order"] <= lock["order"] or phase["play"] != lock["play"]:
+            continue
+        if phase["changes_hosts"]:
+            break
+        between.append(f"{phase['name']}.before")
+        read = phase.get("read")
+        if (
+            phase["name"] in planned
+            and read
+            and read["survey"] == "dry run"
+            and read["module"] in _host_lock.READ_UNDER_LOCK
+            and concerns(phase, host, variables)
+            and not hooked.intersection(between)
+        ):
+            calls.append(render(phase, templar, layered))
+        between.append(f"{phase['name']}.after")
+    return calls
 
 
 def read_of(phase_name: str, templar, variables: dict) -> dict:

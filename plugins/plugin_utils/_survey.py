@@ -20,7 +20,11 @@ round to the host. Which answers hold:
 
 An answer is given only for the same arguments; a difference, however small, sends the task to its host.
 
-A real run's clean-up has a second source: the comparison its sync phase made of the host's files, under
+A real run's engine reads have a source of their own: the lock's round (host_lock with ``read_planned``)
+answers, once this run holds the host's lock, the reads its prepare phases would otherwise make again on
+the host (plugin_utils/_reads.py, ``lock_calls``); those answers hold in that real run.
+
+A real run's clean-up has a third source: the comparison its sync phase made of the host's files, under
 this run's lock (engine_config lists the leftovers it finds in check mode). Where that found
 no leftovers and nothing to change, this run wrote nothing on the host since, so there is nothing to clean
 (``answer_from_comparison``).
@@ -52,7 +56,12 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
     # task in check mode inside a real run (a sync phase's comparison), whose survey was made before the lock
     # (a real run's survey asks those reads only to check a reviewed plan).
     made_in_dry_run = bool(survey.get("dry_run"))
-    only_if_nothing_found = not (check_mode and made_in_dry_run) and module not in HOLD_IN_A_REAL_RUN
+    # Answers the lock's own round made once this run held the lock (host_lock with read_planned) hold in
+    # this real run: they are the reads its phases would make again under the lock, before it changes anything.
+    made_under_lock = bool(survey.get("under_lock")) and not check_mode
+    only_if_nothing_found = (
+        not (check_mode and made_in_dry_run) and not made_under_lock and module not in HOLD_IN_A_REAL_RUN
+    )
     if only_if_nothing_found and not nothing_to_clean(module, args):
         return None
     if bool(survey.get("diff_mode")) != bool(diff_mode) and module == "engine_config":
@@ -66,7 +75,7 @@ def answer_from(survey: object, module: str, args: dict, check_mode: bool, diff_
             return None
         if only_if_nothing_found and (result.get("changed") or result.get("failed")):
             return None  # something to clean: the host does it
-        return {**copy.deepcopy(result), "answered_by": "host_survey"}
+        return {**copy.deepcopy(result), "answered_by": "host_lock" if made_under_lock else "host_survey"}
     return None
 
 

@@ -157,6 +157,27 @@ def test_a_dry_run_goes_to_each_host_once_and_assesses_each_play_once_from_that_
     assert phase(outcome.report, "sync_controller")["hosts"]["c1"]["status"] == "would run"
 
 
+class HostRounds:
+    """The tasks of a run that went to a host (a module run there, not answered on the control host), by host."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, list[str]] = {}
+        self.answered: dict[str, dict[str, str | None]] = {}  # host: phase: what answered its read
+
+    def on_event(self, event: dict) -> bool:
+        data = event.get("event_data") or {}
+        if event.get("event") not in ("runner_on_ok", "runner_on_failed") or not data.get("host"):
+            return True
+        action, result = data.get("resolved_action") or data.get("task_action") or "", data.get("res") or {}
+        if action == "cargoship.engine.phase_read" and data.get("role") == "engine_facts":
+            self.answered.setdefault(data["host"], {})["engine_facts"] = result.get("answered_by")
+        delegated = (result.get("_ansible_delegated_vars") or {}).get("ansible_host")
+        if (action == "cargoship.engine.host_survey" or action in SURVEYED) and delegated is None:
+            if not result.get("answered_by"):
+                self.of.setdefault(data["host"], []).append(action.rsplit(".", 1)[1])
+        return True
+
+
 def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp_path):
     starts_before = {name: fleet.starts(name) for name in fleet.hosts}
     result = cargoship(
@@ -192,11 +213,19 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
 
     # What a write interrupted by a killed run leaves: the converged run still removes it, on that host.
     fleet.sh("w2", "echo half > /etc/rancher/k3s/.cargoship-interrupted")
-    again = cargoship(
-        "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "again.json")
+    from cargoship_runner.runner import RunOptions, run_playbook
+
+    rounds = HostRounds()
+    again = run_playbook(RunOptions(playbook="engine_config_sync", inventory=fleet.inventory), rounds.on_event)
+    assert again.rc == 0, again.ansible_errors
+    report = again.report
+    # A converged real run goes to each host four times: its survey, its lock (which reads the engine under it,
+    # in the same round), its comparison and its release; w2 once more, to remove what the killed write left.
+    reads = ["host_survey", "host_lock", "phase_read", "host_lock"]
+    assert rounds.of == {"c1": reads, "w1": reads, "w2": [*reads, "phase_read"]}
+    assert {host: rounds.answered[host]["engine_facts"] for host in fleet.hosts} == dict.fromkeys(
+        fleet.hosts, "host_lock"
     )
-    assert again.returncode == 0, again.stderr
-    report = json.loads((tmp_path / "again.json").read_text())
     assert phase(report, "sync_controller")["status"] == "nothing to do"
     assert phase(report, "sync_worker")["status"] == "nothing to do"
     assert fleet.sh("w2", "find /etc/rancher -name '.cargoship-*'").stdout == "", "an interrupted write's file was kept"

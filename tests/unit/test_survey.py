@@ -322,3 +322,98 @@ def test_a_comparison_lists_the_leftovers_of_an_interrupted_write_before_it_writ
     assert compared["leftovers"] == [str(leftover)], compared
     leftover.unlink()
     assert run_module("engine_config", args, check_mode=True)["leftovers"] == []
+
+
+def test_a_lock_taken_in_a_real_run_answers_the_reads_given_in_the_same_round(tmp_path):
+    lock = str(tmp_path / "lock.json")
+    reads = [{"phase": "engine_facts", "module": "host_info", "args": {"gather": ["os"]}}]
+    taken = run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "reads": reads})
+    assert not taken.get("failed"), taken
+    # The answer is the survey's for the same call: what the module itself would have said.
+    alone = run_module("host_info", {"gather": ["os"]}, check_mode=True)
+    [answer] = taken["answers"]
+    assert answer["phase"] == "engine_facts" and answer["module"] == "host_info"
+    assert without_volatile(answer["result"]) == without_volatile(alone)
+    # Kept (this run holds it already): read again, under the same lock.
+    assert run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "reads": reads})["answers"]
+    # Held by another run: refused before anything is read.
+    refused = run_module("host_lock", {"state": "acquired", "run_id": "b", "path": lock, "reads": reads})
+    assert refused["failed"] and "answers" not in refused
+    # A dry run takes no lock, so it reads nothing under one; a release reads nothing either.
+    assert "answers" not in run_module(
+        "host_lock", {"state": "acquired", "run_id": "a", "path": lock, "reads": reads}, check_mode=True
+    )
+    assert "answers" not in run_module("host_lock", {"state": "released", "run_id": "a", "path": lock, "reads": reads})
+
+
+def test_a_lock_reads_no_call_that_would_need_credentials_or_would_write(tmp_path):
+    lock = str(tmp_path / "lock.json")
+    for module in ("engine_config", "host_lock", "shell"):
+        refused = run_module(
+            "host_lock",
+            {"state": "acquired", "run_id": "a", "path": lock, "reads": [{"module": module, "args": {}}]},
+        )
+        assert refused["failed"] and f"not {module}" in refused["msg"], refused
+        assert not Path(lock).exists(), "the lock was taken for a call it refuses"
+
+
+def test_answers_made_under_this_runs_lock_hold_in_that_real_run_only():
+    made = {
+        "under_lock": True,
+        "answers": [{"module": "engine_info", "args": {"engine": "k3s"}, "result": {"version": "v1"}}],
+    }
+    found = answer_from(made, "engine_info", {"engine": "k3s"}, check_mode=False, diff_mode=False)
+    assert found == {"version": "v1", "answered_by": "host_lock"}
+    # Only for the same call; a failed read is the answer too (the host would fail the same way).
+    assert answer_from(made, "engine_info", {"engine": "rke2"}, check_mode=False, diff_mode=False) is None
+    made["answers"][0]["result"] = {"failed": True, "msg": "k3s is not installed"}
+    assert answer_from(made, "engine_info", {"engine": "k3s"}, False, False)["msg"] == "k3s is not installed"
+    # A lock's answers without the flag (its round read nothing for later) are not taken.
+    assert answer_from({**made, "under_lock": False}, "engine_info", {"engine": "k3s"}, False, False) is None
+
+
+def test_the_locks_round_asks_the_engine_read_of_engine_facts_as_that_phase_renders_it():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import lock_calls, read_of
+
+    for host in ("c1", "w1"):
+        variables = host_vars(host)
+        [call] = lock_calls(templar(), variables)
+        own = read_of("engine_facts", templar(), variables)
+        assert (call["phase"], call["module"], call["args"]) == ("engine_facts", own["module"], own["args"])
+
+
+@pytest.mark.parametrize(
+    ("point", "read_under_lock"),
+    [
+        ("lock.after.worker", False),
+        ("host_facts.before.worker", False),
+        ("validate_hosts.after.controller", False),
+        ("engine_facts.before.worker", False),
+        ("engine_facts.after.worker", True),
+        ("sync_worker.before.worker", True),
+        ("lock.before.worker", True),
+    ],
+)
+def test_a_hook_between_the_lock_and_the_engine_read_leaves_that_read_to_its_phase(point, read_under_lock):
+    """A hook may change the engine: a read it runs before is made by the phase itself, after the hook."""
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import lock_calls
+
+    hooks = {point: [{"name": "h", "command": "true"}]}
+    calls = lock_calls(templar(), host_vars("w1", cargoship_hooks=hooks))
+    assert bool(calls) is read_under_lock, calls
+    # Hooks not yet rendered to a mapping say nothing of where they run: nothing is read under the lock.
+    assert lock_calls(templar(), host_vars("w1", cargoship_hooks="{{ my_hooks }}")) == []
+
+
+def test_a_phase_run_alone_reads_under_the_lock_only_what_its_plan_reads():
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import lock_calls
+
+    # No lock in the plan of a read-only phase; a phase that changes hosts takes it, and reads the engine under
+    # it only if engine_facts is in its plan.
+    assert lock_calls(templar(), host_vars("w1"), selected="engine_facts") == []
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases, plan
+
+    for selected in ("sync_worker", "label_nodes"):
+        planned = plan(load_phases(operation="engine-config-sync"), selected)
+        calls = lock_calls(templar(), host_vars("w1"), selected=selected)
+        assert [c["phase"] for c in calls] == (["engine_facts"] if "engine_facts" in planned else []), selected
