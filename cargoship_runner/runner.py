@@ -253,7 +253,7 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
     envvars = {
         # Ours in front of the user's own collection path, which stays (their hooks and inventory plugins).
         "ANSIBLE_COLLECTIONS_PATH": run_collections_path(config),
-        "ANSIBLE_CALLBACKS_ENABLED": "cargoship.engine.report",
+        "ANSIBLE_CALLBACKS_ENABLED": "cargoship.engine.report,cargoship.engine.payload_cache",
         # ansible-runner turns host key checking off unless told otherwise; cargoship keeps it on.
         "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_PIPELINING": "True",
