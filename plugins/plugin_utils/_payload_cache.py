@@ -93,24 +93,22 @@ def copy_in(source: str, directory: str, name: str) -> None:
         raise
 
 
+def copy_missing(source: str, target: str) -> int:
+    """Copy this collection's payloads that ``target`` lacks from ``source``; how many."""
+    count = 0
+    for name in os.listdir(source):
+        if ours(name) and not os.path.exists(os.path.join(target, name)):
+            copy_in(os.path.join(source, name), target, name)
+            count += 1
+    return count
+
+
 def seed(run_cache: str, kept: str) -> int:
     """Put the kept payloads into a run's cache before its first task; how many."""
     os.makedirs(run_cache, exist_ok=True)
-    count = 0
-    for name in os.listdir(kept):
-        if ours(name) and not os.path.exists(os.path.join(run_cache, name)):
-            copy_in(os.path.join(kept, name), run_cache, name)
-            count += 1
-    return count
+    return copy_missing(kept, run_cache)
 
 
 def keep(run_cache: str, kept: str) -> int:
     """Keep the payloads a run built that are not kept yet; how many."""
-    if not os.path.isdir(run_cache):
-        return 0
-    count = 0
-    for name in os.listdir(run_cache):
-        if ours(name) and not os.path.exists(os.path.join(kept, name)):
-            copy_in(os.path.join(run_cache, name), kept, name)
-            count += 1
-    return count
+    return copy_missing(run_cache, kept) if os.path.isdir(run_cache) else 0
