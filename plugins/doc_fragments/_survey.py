@@ -14,6 +14,9 @@ options:
         answer to a call with these arguments, the task gives that answer back on the control host, without
         going to the host again. In a real run only M(cargoship.engine.host_info) answers are used, since
         what runs change is read again under the run's lock.
+      - Also the registered result of a M(cargoship.engine.host_lock) task that took this run's lock on this
+        host with O(cargoship.engine.host_lock#module:reads). Its answers were made under the lock, and a real
+        run uses them.
       - Otherwise the module runs on the host as usual.
     type: dict
 """

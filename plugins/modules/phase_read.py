@@ -29,7 +29,9 @@ options:
     type: str
     required: true
   survey:
-    description: The registered result of the connect phase's M(cargoship.engine.host_survey) on this host.
+    description:
+      - The registered result of the connect phase's M(cargoship.engine.host_survey) on this host, or of the
+        lock phase's M(cargoship.engine.host_lock), whose answers were made under this run's lock.
     type: dict
   compared:
     description:
@@ -56,8 +58,8 @@ EXAMPLES = r"""
 RETURN = r"""
 answered_by:
   description:
-    - V(host_survey) when the answer came from the survey, V(comparison) when it came from O(compared);
-      absent when the host was asked.
+    - V(host_survey) when the answer came from the survey, V(host_lock) when it came from the lock's round
+      (made under this run's lock), V(comparison) when it came from O(compared); absent when the host was asked.
   returned: when answered on the control host
   type: str
 """
