@@ -145,7 +145,7 @@ timed = start=$$(date +%s); ticks=$(busy); $(2); rc=$$?; \
 	printf '%s\t%s\t%s\n' '$(1)' $$(( $$(date +%s) - start )) $$(( $(busy) - ticks )) >> $(STEPS); exit $$rc
 # pytest's parallel workers, each with a lab of its own (tests/lab/labctl.py slots 0 to N-1); the
 # molecule scenario runs beside them, in a slot of its own.
-TEST_WORKERS  ?= 4
+TEST_WORKERS  ?= 3
 MOLECULE_SLOT ?= 9
 
 test:
