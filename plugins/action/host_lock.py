@@ -21,9 +21,9 @@ class ActionModule(SurveyAnsweredAction):
         planned = args.pop("read_planned", False)
         if planned and args.get("state") == "acquired" and not self._play_context.check_mode:
             selected = self._templar.template(task_vars.get("cargoship_phase") or "")
-            self._lock_reads = lock_calls(self._templar, task_vars, selected or None)
-            if self._lock_reads:
-                args["reads"] = self._lock_reads
+            reads = lock_calls(self._templar, task_vars, selected or None)
+            if reads:
+                args["reads"] = reads
         return args
 
     def run(self, tmp=None, task_vars=None):
@@ -33,9 +33,4 @@ class ActionModule(SurveyAnsweredAction):
             host = self._task.delegate_to or (task_vars or {}).get("inventory_hostname")
             if host:
                 _lock_keeper.unregister(os.getppid(), host)
-        self._lock_reads = []
-        result = super().run(tmp, task_vars)
-        if self._lock_reads and isinstance(result.get("answers"), list) and not result.get("failed"):
-            # Answers made under this run's lock: they hold in this real run (plugin_utils/_survey.py).
-            result["under_lock"] = True
-        return result
+        return super().run(tmp, task_vars)

@@ -122,7 +122,8 @@ def run(module) -> dict:
         # Imported only here: the other calls of this module need none of the readers' code.
         from ansible_collections.cargoship.engine.plugins.module_utils._survey import run_calls
 
-        result["answers"] = run_calls(module, reads, [])
+        # Made under this run's lock: they hold in this real run (plugin_utils/_survey.py).
+        result.update(answers=run_calls(module, reads, []), under_lock=True)
     return result
 
 

@@ -332,7 +332,7 @@ def test_a_lock_taken_in_a_real_run_answers_the_reads_given_in_the_same_round(tm
     # The answer is the survey's for the same call: what the module itself would have said.
     alone = run_module("host_info", {"gather": ["os"]}, check_mode=True)
     [answer] = taken["answers"]
-    assert answer["phase"] == "engine_facts" and answer["module"] == "host_info"
+    assert answer["phase"] == "engine_facts" and answer["module"] == "host_info" and taken["under_lock"] is True
     assert without_volatile(answer["result"]) == without_volatile(alone)
     # Kept (this run holds it already): read again, under the same lock.
     assert run_module("host_lock", {"state": "acquired", "run_id": "a", "path": lock, "reads": reads})["answers"]
