@@ -178,8 +178,11 @@ def stop_for(reason: str, parent: int, control: int | None) -> None:
     runs the show (it then puts back the nodes it had started on), else ansible-playbook itself."""
     report = os.environ.get("CARGOSHIP_KEEPER_REPORT")
     if report:
-        with open(report, "w", encoding="utf-8") as handle:
+        # Whole or not at all (a rename): whoever sees the file reads the reason, never an empty file.
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(report) or ".", prefix=".keeper-stop-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(reason + "\n")
+        os.replace(tmp, report)
     try:
         os.kill(control if control is not None else parent, signal.SIGTERM if control is not None else signal.SIGINT)
     except ProcessLookupError:
