@@ -168,3 +168,10 @@ KUBELET_DOWN = "/etc/cargoship-lab/kubelet-down"
 def drift(lab, *names: str) -> None:
     for name in names:
         lab.sh(name, f"sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/{lab.engine}/registries.yaml")
+
+
+def undrift(lab, *names: str) -> None:
+    """Undo ``drift`` on hosts no run wrote to since: their files are again what their engines run (the
+    engine never restarted on the drifted file), without a converging run and its restarts."""
+    for name in names:
+        lab.sh(name, f"sed -i 's/drifted.example/registry.internal.example/' /etc/rancher/{lab.engine}/registries.yaml")

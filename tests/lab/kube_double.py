@@ -28,10 +28,15 @@ empty list clears them; ``GET /lab/faults`` lists them with how often each was h
 ``FAULT_ANSWERS``: the transient ones and 401, 403, 409 and 422; 429 with ``Retry-After``, ``retry_after`` seconds, 1 by default), ``{"kind": "reset"}``
 (the connection is dropped without an answer) or ``{"kind": "slow", "delay": seconds}`` (answered late),
 for ``seconds`` from now or ``count`` requests (whichever ends first; neither: until cleared), on paths
-starting with one of ``paths`` (all by default) and ``methods`` (all by default). ``/lab/`` itself never
-fails. The first fault that matches a request is the one it meets.
+starting with one of ``paths`` (all by default), ``methods`` (all by default) and from ``users`` (every
+caller by default). ``/lab/`` itself never fails. The first fault that matches a request is the one it meets.
 
-Usage: python kube_double.py --listen 172.31.251.1:6443 --cert C --key K --token-file T
+Callers are told apart by their bearer token, as kube-apiserver tells them apart by their credentials: the
+operator's (``--token-file``, user ``lab-operator``) and the kubelets' (``--node-token-file``, user
+``system:node``). A 403 aimed at the operator (``"users": ["lab-operator"]``) is what RBAC does to a user who
+may read nodes but not patch them: the kubelets, with their own credentials, still post their nodes' status.
+
+Usage: python kube_double.py --listen 172.31.251.1:6443 --cert C --key K --token-file T --node-token-file N
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime
+import hmac
 import json
 import re
 import socket
@@ -54,6 +60,8 @@ NODE_GRACE_SECONDS = 40
 POD_GRACE_SECONDS = 30  # a pod's terminationGracePeriodSeconds when it does not set one
 CONTROLLER_PERIOD_SECONDS = 0.5
 ANONYMOUS_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
+# The two callers the double knows (by their bearer tokens): the operator, and the kubelets on the hosts.
+OPERATOR, KUBELETS = "lab-operator", "system:node"
 
 
 def now_iso() -> str:
@@ -760,6 +768,7 @@ class Faults:
                 "delay": float(fault.get("delay", 0)),
                 "paths": list(fault.get("paths") or ["/"]),
                 "methods": [m.upper() for m in fault.get("methods") or []],
+                "users": list(fault.get("users") or []),
                 "until": now + float(fault["seconds"]) if fault.get("seconds") is not None else None,
                 "left": int(fault["count"]) if fault.get("count") is not None else None,
                 "hits": 0,
@@ -786,8 +795,9 @@ class Faults:
                 for f in self.active
             ]
 
-    def meet(self, method: str, path: str) -> dict | None:
-        """The fault this request meets, counted; None to answer it as usual."""
+    def meet(self, method: str, path: str, user: str | None) -> dict | None:
+        """The fault this request (from ``user``, None for an unknown caller) meets, counted; None to answer
+        it as usual."""
         if path.startswith("/lab/"):
             return None
         now = time.monotonic()
@@ -798,6 +808,8 @@ class Faults:
                 if not any(path.startswith(prefix) for prefix in fault["paths"]):
                     continue
                 if fault["methods"] and method not in fault["methods"]:
+                    continue
+                if fault["users"] and user not in fault["users"]:
                     continue
                 if fault["left"] is not None:
                     fault["left"] -= 1
@@ -811,6 +823,7 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "cargoship-kube-double/1"
     store: Store
     token: str
+    node_token: str = ""
     faults: Faults
 
     def log_message(self, format: str, *args: object) -> None:
@@ -874,14 +887,24 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
         return True
 
+    def caller(self) -> str | None:
+        """Who the request comes from, by its bearer token: the operator, a kubelet, or nobody known."""
+        given = self.headers.get("Authorization", "")
+        if hmac.compare_digest(given, f"Bearer {self.token}"):
+            return OPERATOR
+        if self.node_token and hmac.compare_digest(given, f"Bearer {self.node_token}"):
+            return KUBELETS
+        return None
+
     def dispatch(self, method: str) -> None:
         try:
             url = urllib.parse.urlsplit(self.path)
-            fault = self.faults.meet(method, url.path)
+            user = self.caller()
+            fault = self.faults.meet(method, url.path, user)
             if fault is not None and self.send_fault(fault):
                 return
-            # Like a real apiserver, health and version answer anonymous callers; the rest needs the token.
-            if url.path not in ANONYMOUS_PATHS and self.headers.get("Authorization") != f"Bearer {self.token}":
+            # Like a real apiserver, health and version answer anonymous callers; the rest needs a credential.
+            if url.path not in ANONYMOUS_PATHS and user is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
             query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
             code, body = self.route(method, [p for p in url.path.split("/") if p], query)
@@ -1102,10 +1125,14 @@ def main() -> None:
     parser.add_argument("--cert", required=True)
     parser.add_argument("--key", required=True)
     parser.add_argument("--token-file", required=True)
+    parser.add_argument("--node-token-file", help="the kubelets' token (user system:node); none: only the operator's")
     args = parser.parse_args()
     host, port = args.listen.rsplit(":", 1)
     with open(args.token_file, encoding="utf-8") as handle:
         Handler.token = handle.read().strip()
+    if args.node_token_file:
+        with open(args.node_token_file, encoding="utf-8") as handle:
+            Handler.node_token = handle.read().strip()
     Handler.store = Store()
     Handler.faults = Faults()
     server = ThreadingHTTPServer((host, int(port)), Handler)

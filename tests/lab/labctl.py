@@ -193,6 +193,9 @@ class Lab:
     version: str = ""
     state: Path = STATE
     token: str = field(default_factory=lambda: secrets.token_hex(16))
+    # The kubelets' own credential: a real kubelet authenticates as system:node:<name> with its own client
+    # certificate, not with the operator's, so that RBAC (and a fault a test aims at the operator) tells them apart.
+    node_token: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @classmethod
     def plan(cls, hosts: int, controllers: int = 1, engine: str = "k3s", version: str = "") -> Lab:
@@ -403,6 +406,7 @@ def make_certificates(lab: Lab) -> None:
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
     )
     write_private(lab.state / "api-token", lab.token.encode())
+    write_private(lab.state / "node-token", lab.node_token.encode())
 
 
 def write_private(path: Path, data: bytes) -> None:
@@ -485,7 +489,7 @@ def host_files(lab: Lab, host: Host, public_key: str) -> bytes:
             0o644,
             0,
         ),
-        ("/etc/cargoship-lab/api.json", json.dumps({"url": lab.api_url, "token": lab.token}).encode(), 0o600, 0),
+        ("/etc/cargoship-lab/api.json", json.dumps({"url": lab.api_url, "token": lab.node_token}).encode(), 0o600, 0),
         ("/etc/cargoship-lab/ca.crt", (lab.state / "ca.crt").read_bytes(), 0o644, 0),
     ]
     if role == "server":
@@ -588,10 +592,11 @@ def write_inventory(lab: Lab) -> None:
                 # that server restarts. The tests' own look at the API goes to the double directly
                 # (lab.state / "kubeconfig"), whatever the servers do.
                 "cargoship_api_kubeconfig": str(lab.state / "server-kubeconfig"),
-                # Shorter than the default 10 s only to keep the suite short: the settle catches an engine
-                # that dies after signalling READY, and the stand-in never does (its failures come before
-                # READY, where the unit never turns active, whatever the settle time).
-                "cargoship_engine_settle": 2,
+                # Shorter than the default 10 s only to keep the suite short (1 s: each restart of the suite
+                # waits it out): the settle catches an engine that dies after signalling READY, and the
+                # stand-in never does (its failures come before READY, where the unit never turns active,
+                # whatever the settle time).
+                "cargoship_engine_settle": 1,
             },
             "children": {
                 "controllers": {
@@ -636,6 +641,8 @@ def start_api_double(lab: Lab) -> None:
             str(lab.state / "apiserver.key"),
             "--token-file",
             str(lab.state / "api-token"),
+            "--node-token-file",
+            str(lab.state / "node-token"),
         ],
         stdout=log,
         stderr=log,
@@ -697,8 +704,8 @@ def seed_workloads(lab: Lab) -> None:
                         # A cache on emptyDir, as many real apps have: a drain deletes it, and says so.
                         "volumes": [{"name": "cache", "emptyDir": {}}],
                         # Evicted pods terminate over this period (the API double honours it as the API
-                        # server does); short, so that a drain in a test takes seconds, not 30 s a pod.
-                        "terminationGracePeriodSeconds": 2,
+                        # server does); short, so that a drain in a test takes a second, not 30 s a pod.
+                        "terminationGracePeriodSeconds": 1,
                     },
                 },
             },
@@ -798,6 +805,7 @@ def down(log=print, slot: Slot | None = None) -> None:
         "id_ed25519",
         "id_ed25519.pub",
         "api-token",
+        "node-token",
         "apiserver.key",
         "apiserver.crt",
         "ca.crt",

@@ -83,7 +83,7 @@ TIMINGS = {
     "cargoship_ready_timeout": 60,
     "cargoship_drain_timeout": 60,
     "cargoship_proof_timeout": 30,
-    "cargoship_engine_settle": 2,
+    "cargoship_engine_settle": 1,
 }
 KEEPALIVE = {"ANSIBLE_SSH_ARGS": "-o ControlMaster=auto -o ControlPersist=60s -o ServerAliveInterval=2"}
 RUN_TIMEOUT = 900

@@ -23,9 +23,11 @@ def stamp(micro: bool = False) -> str:
 
 class KubeApi:
     def __init__(self, state):
-        lab = types.SimpleNamespace(hosts=[], state=state, token="unit-token")
+        lab = types.SimpleNamespace(hosts=[], state=state, token="unit-token", node_token="unit-node-token")
         labctl.make_certificates(lab)
         kube_double.Handler.token = lab.token
+        # The kubelets' own credential (labctl gives the hosts one of their own).
+        self.node_token = kube_double.Handler.node_token = lab.node_token
         self.store = kube_double.Handler.store = kube_double.Store()
         self.faults = kube_double.Handler.faults = kube_double.Faults()
         self.server = kube_double.ThreadingHTTPServer(("127.0.0.1", 0), kube_double.Handler)

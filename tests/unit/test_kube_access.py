@@ -218,7 +218,7 @@ def test_client_certificate_data_is_loaded_and_leaves_no_file_behind(tmp_path, m
 
     import labctl
 
-    lab = types.SimpleNamespace(hosts=[], state=tmp_path, token="unit")
+    lab = types.SimpleNamespace(hosts=[], state=tmp_path, token="unit", node_token="unit-node")
     labctl.make_certificates(lab)  # a CA, and a certificate with its key to stand for a user's
     data = {
         name: base64.b64encode((tmp_path / name).read_bytes()).decode()

@@ -222,13 +222,15 @@ def test_node_without_heartbeat_turns_unknown(store):
 # -- failing as a real API server fails (POST /lab/faults) ---------------------------------------------
 
 
-def call(kube, method: str, path: str, body: dict | None = None) -> tuple[int, dict, str]:
-    """One request to the served double, as any client makes it: (status, headers, text)."""
+def call(kube, method: str, path: str, body: dict | None = None, token: str | None = None) -> tuple[int, dict, str]:
+    """One request to the served double, as any client makes it (with the operator's token unless another
+    is given): (status, headers, text)."""
     configuration = kube.api_client.configuration
     host, port = configuration.host.split("://", 1)[1].rsplit(":", 1)
     context = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
     connection = http.client.HTTPSConnection(host, int(port), context=context, timeout=10)
-    headers = {"Authorization": f"Bearer {kube.access['api_key']}", "Content-Type": "application/json"}
+    bearer = kube.access["api_key"] if token is None else token
+    headers = {"Authorization": f"Bearer {bearer}", "Content-Type": "application/json"}
     try:
         connection.request(method, path, body=json.dumps(body) if body is not None else None, headers=headers)
         response = connection.getresponse()
@@ -282,6 +284,30 @@ def test_500_and_503_answer_kube_apiservers_status_objects_on_the_paths_and_meth
     assert call(kube, "GET", "/api/v1/nodes/w1")[0] == 503
     assert faults(kube) == []
     assert call(kube, "GET", "/api/v1/nodes/w1")[0] == 200
+
+
+def test_a_fault_aimed_at_the_operator_leaves_the_kubelets_own_requests_alone(kube):
+    """RBAC refuses a user, not the API server: the operator may not patch nodes, while the kubelets, with
+    credentials of their own, still post their nodes' status (a kubelet blocked too would leave its node
+    NotReady for as long as the fault lasts, which no real RBAC rule does)."""
+    kube.node("w1")
+    status_patch = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    faults(
+        kube,
+        {"kind": "status", "status": 403, "paths": ["/api/v1/nodes/"], "methods": ["PATCH"], "users": ["lab-operator"]},
+    )
+    status, _headers, text = call(kube, "PATCH", "/api/v1/nodes/w1", {"spec": {"unschedulable": True}})
+    assert status == 403, text
+    assert 'User "lab-operator" cannot patch resource "nodes"' in json.loads(text)["message"]
+    assert call(kube, "PATCH", "/api/v1/nodes/w1/status", status_patch, token=kube.node_token)[0] == 200
+    assert call(kube, "GET", "/api/v1/nodes/w1")[0] == 200  # a read is not refused
+    listed = json.loads(call(kube, "GET", "/lab/faults")[2])["faults"]
+    assert [f["hits"] for f in listed] == [1], "only the operator's request met the fault"
+    # Without users, a fault is the API server's own and every caller meets it; an unknown token is refused.
+    faults(kube, {"kind": "status", "status": 503, "paths": ["/api/v1/nodes/"]})
+    assert call(kube, "GET", "/api/v1/nodes/w1", token=kube.node_token)[0] == 503
+    faults(kube)
+    assert call(kube, "GET", "/api/v1/nodes/w1", token="someone-else")[0] == 401
 
 
 def test_a_reset_drops_the_connection_and_a_slow_answer_still_comes(kube):
