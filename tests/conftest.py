@@ -24,6 +24,9 @@ else:
 # collection), whichever way pytest was started.
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 os.environ.setdefault("ANSIBLE_CONFIG", str(REPO / "ansible.cfg"))
+# The logs the tests' failed runs keep (many fail on purpose) go beside the suite's figures, not into the
+# user's own ~/.local/state/cargoship/logs.
+os.environ["XDG_STATE_HOME"] = str(REPO / ".cache" / "test-state")
 
 from labhosts import LabManager  # noqa: E402
 

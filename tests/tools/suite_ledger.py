@@ -20,9 +20,11 @@ Nothing here may fail a test: a figure that cannot be read is left out (None).""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import resource
+import shutil
 import stat
 import sys
 import tempfile
@@ -38,6 +40,8 @@ def install_wrappers(real_bin: Path) -> Path | None:
     if not LEDGER:
         return None
     directory = Path(tempfile.mkdtemp(prefix="cargoship-ledger-bin-"))
+    # Gone when this process ends (each pytest worker makes its own).
+    atexit.register(shutil.rmtree, directory, True)
     runs = f"{LEDGER}.runs"
     for name in WRAPPED:
         wrapper = directory / name
