@@ -193,8 +193,9 @@ class Lab:
     version: str = ""
     state: Path = STATE
     token: str = field(default_factory=lambda: secrets.token_hex(16))
-    # The kubelets' own credential: a real kubelet authenticates as system:node:<name> with its own client
-    # certificate, not with the operator's, so that RBAC (and a fault a test aims at the operator) tells them apart.
+    # The kubelets' own credential: a real kubelet authenticates as system:node:<name> (group system:nodes) with
+    # a client certificate of its own, not with the operator's (Kubernetes docs, "Using Node Authorization"), so
+    # that RBAC, and a fault a test aims at the operator, tells them apart.
     node_token: str = field(default_factory=lambda: secrets.token_hex(16))
 
     @classmethod
