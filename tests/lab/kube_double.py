@@ -439,9 +439,11 @@ class Store:
         if resource.plural == "namespaces":
             obj.setdefault("status", {"phase": "Active"})
         if resource.plural == "nodes":
-            # kube-apiserver always returns a node's spec, empty or not: NodeSpec is a struct field of
-            # core/v1 Node, which Go's JSON encoding never omits (`kubectl get node -o json` shows "spec").
+            # kube-apiserver always returns a node's spec and status, empty or not: NodeSpec and NodeStatus
+            # are struct fields of core/v1 Node, which Go's JSON encoding never omits (`kubectl get node -o
+            # json` shows both, a status with no conditions before its kubelet posts one).
             obj.setdefault("spec", {})
+            obj.setdefault("status", {})
         if resource.plural == "poddisruptionbudgets":
             obj.setdefault("status", {})
 

@@ -328,3 +328,16 @@ def test_a_fault_the_double_cannot_play_is_refused_naming_what_it_can(kube):
     assert status == 400 and "status, reset, slow" in text
     status, _headers, text = call(kube, "POST", "/lab/faults", {"faults": [{"kind": "status", "status": 418}]})
     assert status == 400 and "[401, 403, 409, 422, 429, 500, 502, 503, 504]" in text
+
+
+def test_a_node_registered_without_a_status_reads_back_with_an_empty_one(kube):
+    """A kubelet's node between its registration and its first status post: kube-apiserver shows ``status``
+    (and ``spec``) even then, so a client listing nodes meanwhile never finds None there."""
+    status, _headers, text = call(
+        kube, "POST", "/api/v1/nodes", {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}
+    )
+    assert status == 201, text
+    node = json.loads(call(kube, "GET", "/api/v1/nodes/n1")[2])
+    assert (node["spec"], node["status"]) == ({}, {})
+    listed = kube.core.list_node().items
+    assert [(n.metadata.name, n.status.conditions) for n in listed] == [("n1", None)]
