@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,14 @@ SEED = "short-249"
 
 def test_a_short_soak_of_fixed_seeds_ends_every_rollout_with_the_fleet_whole(lab_manager, tmp_path):
     lab = lab_manager.get(hosts=3, controllers=1, engine="k3s")
+    workdirs = Path(tempfile.gettempdir())
+    before = set(workdirs.glob("cargoship-soak-*"))
     records = soak.soak(SEED, 3, ["k3s"], 3, 1, tmp_path / "soak.jsonl", lab=lab)
     assert [r["fault"] for r in records] == ["sigint", "sigkill", "ssh_cut"]
     assert all(not r["breach"] for r in records), [r["breach"] for r in records]
     assert all(r["recovery"]["rc"] == 0 for r in records)
+    # The runs' inventories hold the example's credentials: a soak that held leaves none of them behind.
+    assert set(workdirs.glob("cargoship-soak-*")) == before
 
 
 def test_a_run_never_sends_its_sessions_down_a_master_connection_an_earlier_run_left(lab_manager):
