@@ -165,13 +165,16 @@ def proven_lines(report: dict, host: str) -> list[str]:
 KUBELET_DOWN = "/etc/cargoship-lab/kubelet-down"
 
 
-def drift(lab, *names: str) -> None:
+def replace_registry(lab, names, old: str, new: str) -> None:
     for name in names:
-        lab.sh(name, f"sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/{lab.engine}/registries.yaml")
+        lab.sh(name, f"sed -i 's/{old}/{new}/' /etc/rancher/{lab.engine}/registries.yaml")
+
+
+def drift(lab, *names: str) -> None:
+    replace_registry(lab, names, "registry.internal.example", "drifted.example")
 
 
 def undrift(lab, *names: str) -> None:
     """Undo ``drift`` on hosts no run wrote to since: their files are again what their engines run (the
     engine never restarted on the drifted file), without a converging run and its restarts."""
-    for name in names:
-        lab.sh(name, f"sed -i 's/drifted.example/registry.internal.example/' /etc/rancher/{lab.engine}/registries.yaml")
+    replace_registry(lab, names, "drifted.example", "registry.internal.example")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import cargoship, wait_for
+from helpers import cargoship, drift, undrift, wait_for
 
 pytestmark = pytest.mark.lab
 
@@ -236,7 +236,7 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
 
 
 def test_only_the_drifted_node_is_restarted(fleet):
-    fleet.sh("w2", "sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/k3s/registries.yaml")
+    drift(fleet, "w2")
     starts = {name: fleet.starts(name) for name in fleet.hosts}
     result = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
     assert result.returncode == 0, result.stderr
@@ -246,8 +246,7 @@ def test_only_the_drifted_node_is_restarted(fleet):
 
 def test_a_held_lock_stops_the_run_naming_its_holder(fleet):
     # Work to do on every host, so that "nothing was written" below means something.
-    for name in fleet.hosts:
-        fleet.sh(name, "sed -i 's/registry.internal.example/drifted.example/' /etc/rancher/k3s/registries.yaml")
+    drift(fleet, *fleet.hosts)
     fleet.sh(
         "w1",
         'mkdir -p /var/lib/cargoship && echo \'{"run_id": "other-run", "holder": {"user": "alice"}}\' '
@@ -265,9 +264,7 @@ def test_a_held_lock_stops_the_run_naming_its_holder(fleet):
         assert not any(fleet.core.read_node(name).spec.unschedulable for name in fleet.hosts)
     finally:
         fleet.sh("w1", "rm -f /var/lib/cargoship/lock.json")
-        # Nothing was written: the files are again what the engines run, without a converging run.
-        for name in fleet.hosts:
-            fleet.sh(name, "sed -i 's/drifted.example/registry.internal.example/' /etc/rancher/k3s/registries.yaml")
+        undrift(fleet, *fleet.hosts)  # nothing was written: no converging run needed
 
 
 def test_a_failed_run_releases_its_own_locks_alike_from_the_command_and_from_ansible_playbook(fleet, tmp_path):

@@ -724,7 +724,7 @@ def wait_for_nodes(lab: Lab, timeout: float = 60) -> None:
         ready = {
             n.metadata.name
             for n in core.list_node().items
-            if n.status and any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+            if any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
         }
         if wanted <= ready:
             return

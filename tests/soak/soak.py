@@ -687,7 +687,6 @@ def soak(
 
     per_engine = [engines[i * len(engines) // rollouts] for i in range(rollouts)]
     own = lab is None
-    breached = True  # until every rollout held: the runs' inventories and reports stay for a look
     try:
         index = 0
         for engine in dict.fromkeys(per_engine):
@@ -712,13 +711,13 @@ def soak(
             for _rollout in range(per_engine.count(engine)):
                 state = rollout(lab, state, seed, index, directory, log, only)
                 index += 1
-        breached = False
+    except BaseException:
+        print(f"the runs' inventories and reports are kept in {directory}", flush=True)
+        raise
+    else:
+        # They hold the example's registry credentials: nothing of them outlives a soak that held.
+        shutil.rmtree(directory, ignore_errors=True)
     finally:
-        if breached:
-            print(f"the runs' inventories and reports are kept in {directory}", flush=True)
-        else:
-            # They hold the example's registry credentials: nothing of them outlives a soak that held.
-            shutil.rmtree(directory, ignore_errors=True)
         if own:
             if lab is not None:
                 lab.close_connections()
