@@ -17,6 +17,9 @@ description:
     (C($XDG_CACHE_HOME/cargoship/ansiballz), by default C(~/.cache/cargoship/ansiballz)) and puts them into
     the run's own cache before its first task. They are kept under a key of everything they are built from
     (ansible-core, this collection's modules and module_utils, Python), so a changed source is built again.
+  - A payload is kept with the bytecode of each of its Python files, compiled by the control host's Python and
+    checked against the source's hash; a host whose Python is of the same version imports it instead of
+    compiling Ansible's module code in every module run, any other compiles the source as before.
   - Only this collection's payloads are kept; the directory must belong to the user and be closed to others,
     else nothing is kept or read.
 requirements:

@@ -18,11 +18,18 @@ with pickle): where it is not, nothing is kept or read.
 
 from __future__ import annotations
 
+import base64
+import dataclasses
 import hashlib
+import importlib.util
+import io
+import marshal
 import os
+import pickle
 import shutil
 import sys
 import tempfile
+import zipfile
 
 PREFIX = "ansible_collections.cargoship.engine.plugins.modules."
 COLLECTION = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -93,14 +100,69 @@ def copy_in(source: str, directory: str, name: str) -> None:
         raise
 
 
-def copy_missing(source: str, target: str) -> int:
-    """Copy this collection's payloads that ``target`` lacks from ``source``; how many."""
+def copy_missing(source: str, target: str, copy=copy_in) -> int:
+    """Copy this collection's payloads that ``target`` lacks from ``source`` (with ``copy``); how many."""
     count = 0
     for name in os.listdir(source):
         if ours(name) and not os.path.exists(os.path.join(target, name)):
-            copy_in(os.path.join(source, name), target, name)
+            copy(os.path.join(source, name), target, name)
             count += 1
     return count
+
+
+# A .pyc header's flags (PEP 552): validated against the source's hash, not its time (a zip entry's time has
+# a resolution of two seconds, and the payload is written anew on every host).
+CHECKED_HASH = 0b11
+
+
+def bytecode_of(source: bytes, name: str) -> bytes:
+    """A ``.pyc`` of ``source`` for this Python (compiled as the host's Python compiles it: no optimisation)."""
+    code = compile(source, name, "exec", dont_inherit=True, optimize=0)
+    header = importlib.util.MAGIC_NUMBER + CHECKED_HASH.to_bytes(4, "little") + importlib.util.source_hash(source)
+    return header + marshal.dumps(code)
+
+
+def zip_with_bytecode(zip_data: bytes) -> bytes:
+    """The payload's zip with a ``.pyc`` beside each ``.py`` it holds (what zipimport looks for first)."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(zip_data)) as payload, zipfile.ZipFile(out, "w") as enriched:
+        present = set(payload.namelist())
+        for entry in payload.infolist():
+            data = payload.read(entry)
+            enriched.writestr(entry, data)
+            compiled = entry.filename[:-3] + ".pyc"
+            if entry.filename.endswith(".py") and compiled not in present:
+                info = zipfile.ZipInfo(compiled, entry.date_time)
+                info.compress_type = entry.compress_type
+                enriched.writestr(info, bytecode_of(data, entry.filename))
+    return out.getvalue()
+
+
+def keep_with_bytecode(source: str, directory: str, name: str) -> None:
+    """Keep a payload the run built, its zip given each Python file's bytecode. Ansible's cached payload is
+    its own pickled record with the zip as base64 (``zip_data``); a record of another shape, or a zip that
+    does not compile, is kept as it was built."""
+    try:
+        with open(source, "rb") as handle:
+            # This run's own cache: written by Ansible in this process's private temporary directory.
+            built = pickle.load(handle)  # noqa: S301
+        enriched = dataclasses.replace(
+            built, zip_data=base64.b64encode(zip_with_bytecode(base64.b64decode(built.zip_data, validate=True)))
+        )
+        data = pickle.dumps(enriched)
+    except Exception:  # an unexpected shape costs the bytecode, never the payload
+        copy_in(source, directory, name)
+        return
+    fd, temporary = tempfile.mkstemp(prefix=".part-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(temporary, 0o600)
+        os.replace(temporary, os.path.join(directory, name))
+    except OSError:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def seed(run_cache: str, kept: str) -> int:
@@ -111,4 +173,4 @@ def seed(run_cache: str, kept: str) -> int:
 
 def keep(run_cache: str, kept: str) -> int:
     """Keep the payloads a run built that are not kept yet; how many."""
-    return copy_missing(run_cache, kept) if os.path.isdir(run_cache) else 0
+    return copy_missing(run_cache, kept, keep_with_bytecode) if os.path.isdir(run_cache) else 0

@@ -3,9 +3,14 @@ kept between runs under a key of what they are built from, and nothing else kept
 
 from __future__ import annotations
 
+import base64
+import io
 import os
+import pickle
 import shutil
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -117,3 +122,58 @@ def test_a_second_run_uses_the_payload_the_first_built(tmp_path):
     second = run_playbook(tmp_path)
     assert "ANSIBALLZ: Creating module" not in second, "the second run built the payload again"
     assert "ANSIBALLZ: using cached module" in second
+    # What the second run sent (and the host ran) is the kept payload, with Ansible's module_utils compiled.
+    record = pickle.loads(kept[0].read_bytes())
+    names = zipfile.ZipFile(io.BytesIO(base64.b64decode(record.zip_data))).namelist()
+    assert {"ansible/module_utils/basic.py", "ansible/module_utils/basic.pyc"} <= set(names)
+    assert all(f"{name}c" in names for name in names if name.endswith(".py"))
+
+
+def payload(tmp_path: Path, source: str) -> Path:
+    """A payload-like zip of one package with one module, given its bytecode."""
+    built = io.BytesIO()
+    with zipfile.ZipFile(built, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("pkg/__init__.py", "")
+        archive.writestr("pkg/mod.py", source)
+    path = tmp_path / "payload.zip"
+    path.write_bytes(cache.zip_with_bytecode(built.getvalue()))
+    return path
+
+
+def imported(path: Path) -> tuple[str, str]:
+    """Import pkg.mod from the zip in a new Python: its answer and the file name its code was compiled under
+    (the bytecode's names the file inside the zip; a source zipimport compiles names the zip too)."""
+    code = f"import sys; sys.path.insert(0, {str(path)!r}); import pkg.mod as m; print(m.answer(), m.answer.__code__.co_filename)"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    answer, filename = run.stdout.split()
+    return answer, filename
+
+
+def rewrite(path: Path, name: str, change) -> None:
+    with zipfile.ZipFile(path) as archive:
+        entries = {info.filename: archive.read(info) for info in archive.infolist()}
+    entries[name] = change(entries[name])
+    with zipfile.ZipFile(path, "w") as archive:
+        for entry, data in entries.items():
+            archive.writestr(entry, data)
+
+
+def test_a_payload_is_imported_from_its_bytecode_and_from_its_source_where_the_bytecode_does_not_fit(tmp_path):
+    path = payload(tmp_path, "def answer():\n    return 42\n")
+    assert imported(path) == ("42", "pkg/mod.py")  # the bytecode, as compiled here
+    # Another Python's bytecode (another magic number): passed over for the source.
+    rewrite(path, "pkg/mod.pyc", lambda data: bytes([data[0] ^ 0xFF]) + data[1:])
+    assert imported(path) == ("42", f"{path}/pkg/mod.py")
+    # A source that is not the one compiled (its hash differs): the source wins.
+    path = payload(tmp_path, "def answer():\n    return 42\n")
+    rewrite(path, "pkg/mod.py", lambda data: data.replace(b"42", b"43"))
+    assert imported(path) == ("43", f"{path}/pkg/mod.py")
+
+
+def test_a_payload_of_an_unknown_shape_is_kept_as_built(tmp_path):
+    run, kept = tmp_path / "run", tmp_path / "kept"
+    run.mkdir()
+    kept.mkdir()
+    (run / OURS).write_bytes(pickle.dumps({"zip_data": "not a record of Ansible's"}))
+    assert cache.keep(str(run), str(kept)) == 1
+    assert (kept / OURS).read_bytes() == (run / OURS).read_bytes()
