@@ -145,7 +145,7 @@ def keep_with_bytecode(source: str, directory: str, name: str) -> None:
     try:
         with open(source, "rb") as handle:
             # This run's own cache: written by Ansible in this process's private temporary directory.
-            built = pickle.load(handle)  # noqa: S301
+            built = pickle.load(handle)
         enriched = dataclasses.replace(
             built, zip_data=base64.b64encode(zip_with_bytecode(base64.b64decode(built.zip_data, validate=True)))
         )
