@@ -33,6 +33,9 @@ import zipfile
 
 PREFIX = "ansible_collections.cargoship.engine.plugins.modules."
 COLLECTION = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+# What a kept payload holds beside Ansible's own build: part of the key, so that payloads kept by a release
+# that added less are built again.
+KEPT_FORMAT = "with-bytecode-1"
 
 
 def key(collection: str = COLLECTION) -> str:
@@ -40,7 +43,7 @@ def key(collection: str = COLLECTION) -> str:
     import ansible
     from ansible.release import __version__
 
-    digest = hashlib.sha256(f"{__version__}\0{sys.version}\0{ansible.__file__}\0".encode())
+    digest = hashlib.sha256(f"{KEPT_FORMAT}\0{__version__}\0{sys.version}\0{ansible.__file__}\0".encode())
     for top in (os.path.join(collection, "plugins", "modules"), os.path.join(collection, "plugins", "module_utils")):
         for path in sorted(_python_files(top)):
             with open(path, "rb") as handle:

@@ -23,6 +23,12 @@ THEIRS = "ansible_collections.community.general.plugins.modules.ini_file-ZIP_DEF
 CORE = "ansible.modules.ping-ZIP_DEFLATED-none"
 
 
+def test_payloads_kept_in_an_older_format_are_not_read(monkeypatch):
+    now = cache.key()
+    monkeypatch.setattr(cache, "KEPT_FORMAT", "an older release's")
+    assert cache.key() != now
+
+
 def test_the_key_changes_with_a_module_or_a_module_util_and_not_with_anything_else(tmp_path):
     copy = tmp_path / "engine"
     for part in ("plugins/modules", "plugins/module_utils", "roles/lock"):
