@@ -28,7 +28,10 @@ from cargoship_runner.collection import collections_path, lock_keeper, run_colle
 # retries. They are appended to the user's ssh_args: ssh takes the first value of an option, so a
 # ServerAlive setting of the user's wins, and the rest of their ssh_args (jump hosts...) stays.
 SSH_KEEPALIVE = "-o ServerAliveInterval=15 -o ServerAliveCountMax=3"
-ANSIBLE_DEFAULT_SSH_ARGS = "-C -o ControlMaster=auto -o ControlPersist=60s"
+# Where the user set no ssh_args: Ansible's default without -C. What a run sends is mostly module payloads,
+# zip archives already (a quarter smaller under ssh's zlib, for about 20 ms of CPU per module run on each
+# end: two thirds of the SSH clients' CPU in a run; docs/performance.md).
+DEFAULT_SSH_ARGS = "-o ControlMaster=auto -o ControlPersist=60s"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # ansible-playbook's prompts for -K and --ask-vault-pass, as ansible-runner matches them.
 PROMPTS = {"become": r"^BECOME password.*:\s*?$", "vault": r"^Vault password.*:\s*?$"}
@@ -205,11 +208,12 @@ def close_connections(directory: Path, wait: float = 5.0) -> None:
 
 
 def ssh_args(config: Path | None) -> str:
-    """The ssh_args in force (environment, else ansible.cfg, else Ansible's default), keepalives appended."""
+    """The ssh_args in force (environment, else ansible.cfg, else Ansible's default without compression),
+    keepalives appended."""
     args = os.environ.get("ANSIBLE_SSH_ARGS")
     if args is None:
         args = cfg_value(config, "ssh_connection", "ssh_args")
-    return f"{ANSIBLE_DEFAULT_SSH_ARGS if args is None else args} {SSH_KEEPALIVE}".strip()
+    return f"{DEFAULT_SSH_ARGS if args is None else args} {SSH_KEEPALIVE}".strip()
 
 
 def forks(requested: int | None, config: Path | None) -> int | None:

@@ -37,11 +37,11 @@ def test_the_users_ssh_args_are_kept_and_keepalives_appended(tmp_path, monkeypat
     assert ssh_args(config).startswith("-o ServerAliveInterval=2 "), "the environment wins, its keepalive first"
 
 
-def test_without_ssh_args_ansibles_defaults_are_kept(tmp_path, monkeypatch):
+def test_without_ssh_args_ansibles_defaults_are_kept_but_compression(tmp_path, monkeypatch):
     monkeypatch.delenv("ANSIBLE_SSH_ARGS", raising=False)
     config = tmp_path / "ansible.cfg"
     config.write_text("[defaults]\nforks = 5\n")
-    assert ssh_args(config) == ssh_args(None) == f"-C -o ControlMaster=auto -o ControlPersist=60s {SSH_KEEPALIVE}"
+    assert ssh_args(config) == ssh_args(None) == f"-o ControlMaster=auto -o ControlPersist=60s {SSH_KEEPALIVE}"
 
 
 def test_the_ansible_cfg_is_found_as_ansible_finds_it(tmp_path, monkeypatch):
