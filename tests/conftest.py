@@ -68,6 +68,34 @@ def pytest_collection_modifyitems(session, config, items):
     )
 
 
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, with each worker given its next module only once it starts the last test of the
+    one it runs (xdist gives it when two tests are left). A worker must know its next test before it runs one
+    (pytest's teardown needs it), so one is the least; with two, the next module waited behind the last two
+    tests of a long module, a short soak (one test of three to four minutes) or real_engines' last two, while
+    another worker ran dry, and the suite ended on one worker for minutes. None (xdist's own) for another
+    --dist, or if xdist's scheduler no longer has the parts this relies on."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    if not all(hasattr(LoadFileScheduling, part) for part in ("_pending_of", "_assign_work_unit", "_reschedule")):
+        return None
+
+    class OneTestAhead(LoadFileScheduling):
+        def _reschedule(self, node):
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) > 1:
+                return
+            self._assign_work_unit(node)
+
+    return OneTestAhead(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """Each test's wall time (set-up and tear-down included), runs, restarts and lab builds, to the ledger."""
