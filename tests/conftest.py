@@ -68,6 +68,7 @@ def pytest_collection_modifyitems(session, config, items):
     )
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: `make compat` runs without xdist
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile``, with each worker given its next module only once it starts the last test of the
     one it runs (xdist gives it when two tests are left). A worker must know its next test before it runs one
