@@ -89,18 +89,29 @@ def ours(name: str) -> bool:
     return name.startswith(PREFIX) and not name.endswith(".lock") and os.sep not in name
 
 
-def copy_in(source: str, directory: str, name: str) -> None:
-    """Copy ``source`` to ``directory/name`` whole or not at all (a reader never sees half a payload)."""
+def put_whole(directory: str, name: str, write) -> None:
+    """Make ``directory/name`` with ``write(path)`` on a temporary file beside it, then a rename: whole or not
+    at all (a reader never sees half a payload)."""
     fd, temporary = tempfile.mkstemp(prefix=".part-", dir=directory)
     os.close(fd)
     try:
-        shutil.copyfile(source, temporary)
+        write(temporary)
         os.chmod(temporary, 0o600)
         os.replace(temporary, os.path.join(directory, name))
     except OSError:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def copy_in(source: str, directory: str, name: str) -> None:
+    """Copy ``source`` to ``directory/name`` whole or not at all."""
+    put_whole(directory, name, lambda temporary: shutil.copyfile(source, temporary))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    with open(path, "wb") as handle:
+        handle.write(data)
 
 
 def copy_missing(source: str, target: str, copy=copy_in) -> int:
@@ -156,16 +167,7 @@ def keep_with_bytecode(source: str, directory: str, name: str) -> None:
     except Exception:  # an unexpected shape costs the bytecode, never the payload
         copy_in(source, directory, name)
         return
-    fd, temporary = tempfile.mkstemp(prefix=".part-", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(temporary, 0o600)
-        os.replace(temporary, os.path.join(directory, name))
-    except OSError:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    put_whole(directory, name, lambda temporary: write_bytes(temporary, data))
 
 
 def seed(run_cache: str, kept: str) -> int:
