@@ -80,19 +80,16 @@ def pytest_xdist_make_scheduler(config, log):
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    if not all(hasattr(LoadFileScheduling, part) for part in ("_pending_of", "_assign_work_unit", "_reschedule")):
+    if not all(hasattr(LoadFileScheduling, part) for part in ("_pending_of", "_reschedule")):
         return None
 
     class OneTestAhead(LoadFileScheduling):
         def _reschedule(self, node):
-            if node.shutting_down:
+            # Not yet while more than the one test is left; else xdist's own (which also ends a worker
+            # once nothing is left to give).
+            if self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work[node]) > 1:
                 return
-            if not self.workqueue:
-                node.shutdown()
-                return
-            if self._pending_of(self.assigned_work[node]) > 1:
-                return
-            self._assign_work_unit(node)
+            super()._reschedule(node)
 
     return OneTestAhead(config, log)
 

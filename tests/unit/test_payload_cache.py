@@ -149,9 +149,12 @@ def payload(tmp_path: Path, source: str) -> Path:
 def imported(path: Path) -> tuple[str, str]:
     """Import pkg.mod from the zip in a new Python: its answer and the file name its code was compiled under
     (the bytecode's names the file inside the zip; a source zipimport compiles names the zip too)."""
-    code = f"import sys; sys.path.insert(0, {str(path)!r}); import pkg.mod as m; print(m.answer(), m.answer.__code__.co_filename)"
+    code = (
+        f"import sys; sys.path.insert(0, {str(path)!r}); import pkg.mod as m; "
+        "print(m.answer(), m.answer.__code__.co_filename, sep='\\n')"
+    )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    answer, filename = run.stdout.split()
+    answer, filename = run.stdout.splitlines()
     return answer, filename
 
 
