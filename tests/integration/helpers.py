@@ -84,8 +84,14 @@ def engine_files(lab, name: str) -> str:
 
 
 @contextmanager
-def budget_refusing_every_eviction(lab, name: str = "hold"):
-    """A PodDisruptionBudget that keeps every web pod: drains block until it is gone."""
+def budget_refusing_every_eviction(lab, name: str = "hold", holding: tuple[str, ...] = ()):
+    """A PodDisruptionBudget that keeps every web pod: drains block until it is gone.
+
+    ``holding``: the nodes whose drain it must hold. A drain of a node without a web pod has nothing to
+    evict and ends at once, and a lab shared by a module's tests may have one: a drained node's pods move
+    to the others, and a ReplicaSet never moves them back. Such a node gets one pod more of the web
+    ReplicaSet (owned by it, so a drain evicts it as any other), deleted when the block ends."""
+    placed = [place_web_pod(lab, node) for node in holding if not web_pods_on(lab, node)]
     lab.policy.create_namespaced_pod_disruption_budget(
         "default",
         {
@@ -100,6 +106,34 @@ def budget_refusing_every_eviction(lab, name: str = "hold"):
     finally:
         if any(p.metadata.name == name for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
             lab.policy.delete_namespaced_pod_disruption_budget(name, "default")
+        for pod in placed:
+            lab.core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+
+
+def web_pods_on(lab, node: str) -> list[str]:
+    pods = lab.core.list_namespaced_pod("default", label_selector="app=web").items
+    return [p.metadata.name for p in pods if p.spec.node_name == node and not p.metadata.deletion_timestamp]
+
+
+def place_web_pod(lab, node: str) -> str:
+    """One pod more of the web ReplicaSet, on ``node``: its name."""
+    owner = lab.apps.read_namespaced_replica_set("web", "default")
+    name = f"web-held-{node}"
+    owned = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner.metadata.uid}
+    lab.core.create_namespaced_pod(
+        "default",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "labels": {"app": "web"},
+                "ownerReferences": [{**owned, "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": {**lab.apps.api_client.sanitize_for_serialization(owner.spec.template.spec), "nodeName": node},
+        },
+    )
+    return name
 
 
 @contextmanager

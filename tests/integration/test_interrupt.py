@@ -64,7 +64,7 @@ def assert_as_before(lab, before: dict) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=["ctrl-c", "sigterm", "sighup"])
 def test_ctrl_c_during_drain_uncordons_and_releases(fleet, sig):
     before = {name: engine_files(fleet, name) for name in fleet.hosts}
-    with budget_refusing_every_eviction(fleet):
+    with budget_refusing_every_eviction(fleet, holding=("c1",)):
         code, output = interrupt_when(
             fleet, lambda: fleet.core.read_node("c1").spec.unschedulable, "c1 to be draining", sig
         )

@@ -27,7 +27,7 @@ def fleet(lab_manager):
     desired.update(cargoship_lock_stale_after=STALE_AFTER, cargoship_lock_touch_interval=2, cargoship_drain_timeout=90)
     (lab.state / "group_vars").mkdir(exist_ok=True)
     (lab.state / "group_vars" / "all.yml").write_text(yaml.safe_dump(desired))
-    with budget_refusing_every_eviction(lab, "hold"):
+    with budget_refusing_every_eviction(lab, "hold", holding=("c1",)):
         yield lab
 
 

@@ -291,7 +291,7 @@ def test_two_runs_with_different_limits_cannot_restart_one_cluster_at_once(k3s_f
     lab, converged = k3s_fleet
     drift(lab, "w1", "w2")
     w2_before = (engine_files(lab, "w2"), lab.starts("w2"))
-    with budget_refusing_every_eviction(lab):
+    with budget_refusing_every_eviction(lab, holding=("w1",)):
         first = start_cargoship("engine-config-sync", "-i", str(converged), "--confirm", "--limit", "w1")
         try:
             wait_for(lambda: lab.core.read_node("w1").spec.unschedulable, "the first run to drain w1", 120)
@@ -314,7 +314,7 @@ def test_a_run_that_lost_its_lock_gives_the_node_back_before_stopping_its_engine
     lab, converged = k3s_fleet
     drift(lab, "w1")
     before = (engine_files(lab, "w1"), lab.starts("w1"))
-    with budget_refusing_every_eviction(lab):
+    with budget_refusing_every_eviction(lab, holding=("w1",)):
         run = start_cargoship("engine-config-sync", "-i", str(converged), "--confirm")
         try:
             wait_for(lambda: lab.core.read_node("w1").spec.unschedulable, "the run to drain w1", 120)

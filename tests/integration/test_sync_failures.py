@@ -68,7 +68,7 @@ def test_drain_blocked_by_a_budget_is_bounded_and_leaves_the_node_as_it_was(flee
     fleet.sh("w1", "sed -i 's/registry.internal.example/elsewhere.example/' /etc/rancher/k3s/registries.yaml")
     drifted = engine_files(fleet, "w1")
     starts = fleet.starts("w1")
-    with budget_refusing_every_eviction(fleet):
+    with budget_refusing_every_eviction(fleet, holding=("w1",)):
         result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
     assert result.returncode == 1, result.stdout + result.stderr
     assert "did not finish within 6s" in result.stdout + result.stderr
