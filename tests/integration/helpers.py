@@ -89,9 +89,11 @@ def budget_refusing_every_eviction(lab, name: str = "hold", holding: tuple[str, 
 
     ``holding``: the nodes whose drain it must hold. A drain of a node without a web pod has nothing to
     evict and ends at once, and a lab shared by a module's tests may have one: a drained node's pods move
-    to the others, and a ReplicaSet never moves them back. Such a node gets one pod more of the web
-    ReplicaSet (owned by it, so a drain evicts it as any other), deleted when the block ends."""
-    placed = [place_web_pod(lab, node) for node in holding if not web_pods_on(lab, node)]
+    to the others, and a ReplicaSet never moves them back. Such a node gets a web pod of a ReplicaSet of
+    its own (bound to it by ``nodeName``, counted by the budget at its replica count, as the disruption
+    controller does: one pod more of the web ReplicaSet would let the budget allow one eviction), removed
+    with its pod when the block ends."""
+    placed = [hold_web_pod(lab, node) for node in holding if not web_pods_on(lab, node)]
     lab.policy.create_namespaced_pod_disruption_budget(
         "default",
         {
@@ -106,8 +108,11 @@ def budget_refusing_every_eviction(lab, name: str = "hold", holding: tuple[str, 
     finally:
         if any(p.metadata.name == name for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
             lab.policy.delete_namespaced_pod_disruption_budget(name, "default")
-        for pod in placed:
-            lab.core.delete_namespaced_pod(pod, "default", grace_period_seconds=0)
+        for replica_set in placed:
+            # As the garbage collector would: the ReplicaSet, then its pods.
+            lab.apps.delete_namespaced_replica_set(replica_set, "default")
+            for pod in lab.core.list_namespaced_pod("default", label_selector=f"held={replica_set}").items:
+                lab.core.delete_namespaced_pod(pod.metadata.name, "default", grace_period_seconds=0)
 
 
 def web_pods_on(lab, node: str) -> list[str]:
@@ -115,24 +120,26 @@ def web_pods_on(lab, node: str) -> list[str]:
     return [p.metadata.name for p in pods if p.spec.node_name == node and not p.metadata.deletion_timestamp]
 
 
-def place_web_pod(lab, node: str) -> str:
-    """One pod more of the web ReplicaSet, on ``node``: its name."""
-    owner = lab.apps.read_namespaced_replica_set("web", "default")
+def hold_web_pod(lab, node: str) -> str:
+    """A ReplicaSet of one web pod bound to ``node``, once its pod is there: the ReplicaSet's name."""
+    web = lab.apps.read_namespaced_replica_set("web", "default")
     name = f"web-held-{node}"
-    owned = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner.metadata.uid}
-    lab.core.create_namespaced_pod(
+    labels = {"app": "web", "held": name}
+    template = lab.apps.api_client.sanitize_for_serialization(web.spec.template.spec)
+    lab.apps.create_namespaced_replica_set(
         "default",
         {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {
-                "name": name,
-                "labels": {"app": "web"},
-                "ownerReferences": [{**owned, "controller": True, "blockOwnerDeletion": True}],
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "metadata": {"name": name},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": labels},
+                "template": {"metadata": {"labels": labels}, "spec": {**template, "nodeName": node}},
             },
-            "spec": {**lab.apps.api_client.sanitize_for_serialization(owner.spec.template.spec), "nodeName": node},
         },
     )
+    wait_for(lambda: web_pods_on(lab, node), f"the held web pod on {node}", 30)
     return name
 
 

@@ -12,7 +12,7 @@ at once: it is marked for deletion and terminates over its grace period (``termi
 
 Small controllers keep it honest: a DaemonSet has a pod on every node, a ReplicaSet keeps its
 replica count on schedulable Ready nodes (so an evicted pod reappears elsewhere, as on a real
-cluster), and a node whose kubelet stops (no status post, no renewal of its Lease in
+cluster; a template that names its node, ``nodeName``, binds them there), and a node whose kubelet stops (no status post, no renewal of its Lease in
 ``kube-node-lease``) keeps its last status until the grace period ends, then turns ``Ready=Unknown``
 as the node lifecycle controller does (40 s, ``--node-monitor-grace-period``; Kubernetes issue 127352).
 Nothing else counts as a heartbeat: a cordon or a label is not the kubelet. ``POST /lab/node-grace``
@@ -581,7 +581,13 @@ class Store:
                     and not p["metadata"].get("deletionTimestamp")  # a terminating pod is replaced at once
                 ]
                 missing = int(rs.get("spec", {}).get("replicas", 1)) - len(owned)
+                # A template that names its node binds its pods there: nodeName bypasses the scheduler
+                # (kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename).
+                bound = rs.get("spec", {}).get("template", {}).get("spec", {}).get("nodeName")
                 for _replica in range(max(0, missing)):
+                    if bound:
+                        self._create_owned_pod(rs, f"{rs['metadata']['name']}-{uuid.uuid4().hex[:5]}", bound)
+                        continue
                     if not schedulable:
                         break
                     load = {n: 0 for n in schedulable}

@@ -209,6 +209,20 @@ def test_replicaset_replaces_evicted_pod_on_a_schedulable_ready_node(store):
     assert len(live) == 2
 
 
+def test_a_template_that_names_its_node_binds_the_replicasets_pods_there(store):
+    for name in ("n1", "n2"):
+        node(store, name)
+    rs = kd.BY_PATH[("apps", "v1", "replicasets")]
+    store.create(rs, "default", {"metadata": {"name": "web"}, "spec": {"replicas": 2, "template": {}}})
+    store.reconcile()
+    bound = {"replicas": 1, "template": {"spec": {"nodeName": "n2"}}}
+    store.create(rs, "default", {"metadata": {"name": "held"}, "spec": bound})
+    store.reconcile()
+    placed = sorted((p["metadata"]["name"].split("-")[0], p["spec"]["nodeName"]) for p in store.list(pods(), "default"))
+    # The scheduler spread web's two; held's goes where its template says, not to the first of the equals (n1).
+    assert placed == [("held", "n2"), ("web", "n1"), ("web", "n2")]
+
+
 def test_node_without_heartbeat_turns_unknown(store):
     nodes = kd.BY_PATH[("", "v1", "nodes")]
     store.create(
