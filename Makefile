@@ -42,10 +42,14 @@ apt:
 
 venv: $(VENV)/.installed
 
+# pip bootstraps uv, and uv installs the rest: a third of pip's time on a fresh machine (10 s against 34 s,
+# measured 2026-12-06), most of it pip compiling every module it installs (the Kubernetes client's thousands of
+# models among them), where Python compiles on first import only what the suite uses. The virtualenv keeps its
+# pip: ansible-test sanity installs its requirements with it.
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q 'uv>=0.5'
+	$(VENV)/bin/uv pip install -q --python $(PY) -e '.[test]'
 	touch $@
 
 lab-up: deps
