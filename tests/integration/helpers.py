@@ -93,17 +93,21 @@ def budget_refusing_every_eviction(lab, name: str = "hold", holding: tuple[str, 
     its own (bound to it by ``nodeName``, counted by the budget at its replica count, as the disruption
     controller does: one pod more of the web ReplicaSet would let the budget allow one eviction), removed
     with its pod when the block ends."""
-    placed = [hold_web_pod(lab, node) for node in holding if not web_pods_on(lab, node)]
-    lab.policy.create_namespaced_pod_disruption_budget(
-        "default",
-        {
-            "apiVersion": "policy/v1",
-            "kind": "PodDisruptionBudget",
-            "metadata": {"name": name},
-            "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
-        },
-    )
+    placed: list[str] = []
     try:
+        for node in holding:
+            if not web_pods_on(lab, node):
+                placed.append(hold_web_pod(lab, node))
+                wait_for(lambda node=node: web_pods_on(lab, node), f"the held web pod on {node}", 30)
+        lab.policy.create_namespaced_pod_disruption_budget(
+            "default",
+            {
+                "apiVersion": "policy/v1",
+                "kind": "PodDisruptionBudget",
+                "metadata": {"name": name},
+                "spec": {"minAvailable": "100%", "selector": {"matchLabels": {"app": "web"}}},
+            },
+        )
         yield
     finally:
         if any(p.metadata.name == name for p in lab.policy.list_namespaced_pod_disruption_budget("default").items):
@@ -116,12 +120,17 @@ def budget_refusing_every_eviction(lab, name: str = "hold", holding: tuple[str, 
 
 
 def web_pods_on(lab, node: str) -> list[str]:
+    """The running web pods on ``node``: those a budget protects (an unready pod may always be evicted)."""
     pods = lab.core.list_namespaced_pod("default", label_selector="app=web").items
-    return [p.metadata.name for p in pods if p.spec.node_name == node and not p.metadata.deletion_timestamp]
+    return [
+        p.metadata.name
+        for p in pods
+        if p.spec.node_name == node and p.status.phase == "Running" and not p.metadata.deletion_timestamp
+    ]
 
 
 def hold_web_pod(lab, node: str) -> str:
-    """A ReplicaSet of one web pod bound to ``node``, once its pod is there: the ReplicaSet's name."""
+    """A ReplicaSet of one web pod bound to ``node``: its name."""
     web = lab.apps.read_namespaced_replica_set("web", "default")
     name = f"web-held-{node}"
     labels = {"app": "web", "held": name}
@@ -139,7 +148,6 @@ def hold_web_pod(lab, node: str) -> str:
             },
         },
     )
-    wait_for(lambda: web_pods_on(lab, node), f"the held web pod on {node}", 30)
     return name
 
 

@@ -10,16 +10,16 @@ the pod, as kube-apiserver answers: real-engines.md, "Draining"). A deleted or e
 at once: it is marked for deletion and terminates over its grace period (``terminationGracePeriodSeconds``,
 30 s by default), and only while its node's kubelet is alive to finish it (real-engines.md, "evicted pod").
 
-Small controllers keep it honest: a DaemonSet has a pod on every node, a ReplicaSet keeps its
-replica count on schedulable Ready nodes (so an evicted pod reappears elsewhere, as on a real
-cluster; a template that names its node, ``nodeName``, binds them there), and a node whose kubelet stops (no status post, no renewal of its Lease in
-``kube-node-lease``) keeps its last status until the grace period ends, then turns ``Ready=Unknown``
-as the node lifecycle controller does (40 s, ``--node-monitor-grace-period``; Kubernetes issue 127352).
-Nothing else counts as a heartbeat: a cordon or a label is not the kubelet. ``POST /lab/node-grace``
-(a test-bed endpoint, not Kubernetes) shortens the grace period for a test that says why;
-``/readyz/etcd`` answers as kube-apiserver's etcd check does, and ``POST /lab/etcd-healthy`` makes it fail.
-``POST /lab/learner`` (``{"node", "seconds"}``) makes a server's etcd member rejoin as a learner at its
-next start (``EtcdIsVoter=False`` on its node) and promotes it after ``seconds``.
+Small controllers keep it honest: a DaemonSet has a pod on every node, a ReplicaSet keeps its replica
+count on schedulable Ready nodes (so an evicted pod reappears elsewhere, as on a real cluster; a template
+that names its node, ``nodeName``, binds them there), and a node whose kubelet stops (no status post, no
+renewal of its Lease in ``kube-node-lease``) keeps its last status until the grace period ends, then
+turns ``Ready=Unknown`` as the node lifecycle controller does (40 s, ``--node-monitor-grace-period``;
+Kubernetes issue 127352). Nothing else counts as a heartbeat: a cordon or a label is not the kubelet.
+``POST /lab/node-grace`` (a test-bed endpoint, not Kubernetes) shortens the grace period for a test that
+says why; ``/readyz/etcd`` answers as kube-apiserver's etcd check does, and ``POST /lab/etcd-healthy``
+makes it fail. ``POST /lab/learner`` (``{"node", "seconds"}``) makes a server's etcd member rejoin as a
+learner at its next start (``EtcdIsVoter=False`` on its node) and promotes it after ``seconds``.
 
 It can also fail as a real API server fails under load, during an etcd leader change or right after its
 start (real-engines.md, "The API server and etcd"): ``POST /lab/faults`` with ``{"faults": [...]}`` (an
@@ -582,11 +582,18 @@ class Store:
                 ]
                 missing = int(rs.get("spec", {}).get("replicas", 1)) - len(owned)
                 # A template that names its node binds its pods there: nodeName bypasses the scheduler
-                # (kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename).
+                # (kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename), Ready node or
+                # not; on a node that is not Ready no kubelet starts the pod, and it stays Pending.
                 bound = rs.get("spec", {}).get("template", {}).get("spec", {}).get("nodeName")
                 for _replica in range(max(0, missing)):
+                    name = f"{rs['metadata']['name']}-{uuid.uuid4().hex[:5]}"
                     if bound:
-                        self._create_owned_pod(rs, f"{rs['metadata']['name']}-{uuid.uuid4().hex[:5]}", bound)
+                        self._create_owned_pod(
+                            rs,
+                            name,
+                            bound,
+                            started=any(n["metadata"]["name"] == bound and node_ready(n) for n in nodes),
+                        )
                         continue
                     if not schedulable:
                         break
@@ -595,9 +602,10 @@ class Store:
                         if p.get("spec", {}).get("nodeName") in load:
                             load[p["spec"]["nodeName"]] += 1
                     target = min(schedulable, key=lambda n: (load[n], n))
-                    self._create_owned_pod(rs, f"{rs['metadata']['name']}-{uuid.uuid4().hex[:5]}", target)
+                    self._create_owned_pod(rs, name, target)
 
-    def _create_owned_pod(self, owner: dict, name: str, node: str) -> None:
+    def _create_owned_pod(self, owner: dict, name: str, node: str, started: bool = True) -> None:
+        """A pod of ``owner`` on ``node``: running and Ready, or, not ``started``, Pending and not Ready."""
         template = owner.get("spec", {}).get("template", {})
         pod = {
             "metadata": {
@@ -616,6 +624,8 @@ class Store:
             },
             "spec": {**copy.deepcopy(template.get("spec", {})), "nodeName": node},
         }
+        if not started:
+            pod["status"] = {"phase": "Pending", "conditions": [{"type": "Ready", "status": "False"}]}
         self.create(BY_PATH[("", "v1", "pods")], owner["metadata"]["namespace"], pod)
 
     def _finish_terminations(self) -> None:

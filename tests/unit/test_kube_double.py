@@ -221,6 +221,18 @@ def test_a_template_that_names_its_node_binds_the_replicasets_pods_there(store):
     placed = sorted((p["metadata"]["name"].split("-")[0], p["spec"]["nodeName"]) for p in store.list(pods(), "default"))
     # The scheduler spread web's two; held's goes where its template says, not to the first of the equals (n1).
     assert placed == [("held", "n2"), ("web", "n1"), ("web", "n2")]
+    assert all(kd.pod_ready(p) for p in store.list(pods(), "default"))
+
+
+def test_a_pod_bound_to_a_node_that_is_not_ready_stays_pending(store):
+    node(store, "n1", ready=False)
+    rs = kd.BY_PATH[("apps", "v1", "replicasets")]
+    store.create(
+        rs, "default", {"metadata": {"name": "held"}, "spec": {"replicas": 1, "template": {"spec": {"nodeName": "n1"}}}}
+    )
+    store.reconcile()
+    [pod] = store.list(pods(), "default")
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"], kd.pod_ready(pod)) == ("n1", "Pending", False)
 
 
 def test_node_without_heartbeat_turns_unknown(store):
