@@ -24,7 +24,7 @@ help:
 	@echo "make lab-up HOSTS=N [CONTROLLERS=M] [ENGINE=k3s|rke2] [VERSION=v1.30.2+k3s1]"
 	@echo "make lab-down - remove every container, namespace, link and process of the lab"
 	@echo "make lint    - ansible-lint (production profile), ruff, ansible-test sanity"
-	@echo "make molecule - the molecule scenario (lab hosts, converge, testinfra verify)"
+	@echo "make molecule - the molecule scenario (lab hosts, converge, idempotence, verify)"
 	@echo "make docs    - write the phase and settings tables, role argument specs and role defaults (from the phase declarations and plugins/plugin_utils/_run_options.py)"
 	@echo "make compat  - the unit tests on Python 3.13 with ansible-core 2.20"
 	@echo "make dist    - the wheel (collection inside) and the source distribution, in dist/"
@@ -73,7 +73,7 @@ demo: deps
 	$(VENV)/bin/cargoship engine-config-sync -i .lab/inventory.yml --dry-run --detailed-exitcode; \
 	kubectl --kubeconfig .lab/kubeconfig get nodes
 
-# molecule's own scenario: create (the lab), converge (the playbook), verify (testinfra), destroy.
+# molecule's own scenario: create (the lab), converge (the playbook), idempotence, verify (verify.yml), destroy.
 molecule: venv
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(VENV)/bin/molecule test
 
