@@ -22,6 +22,7 @@ from pathlib import Path
 
 import ansible_runner
 
+from cargoship_runner import leftovers
 from cargoship_runner.collection import collections_path, lock_keeper, run_collections_path
 
 # Keepalives, so that a cut connection fails its node in about 45 s instead of after minutes of TCP
@@ -40,7 +41,7 @@ PROMPTS = {"become": r"^BECOME password.*:\s*?$", "vault": r"^Vault password.*:\
 # characters appended.
 SOCKET_PATH_MAX = 107
 CONTROL_SOCKET_NAME = len("/0123456789.0123456789abcdef")
-CONTROL_DIR_PREFIX = "cargoship-ssh-"
+CONTROL_DIR_PREFIX = leftovers.SSH_PREFIX
 # Ansible's own default (5) makes a fleet of hundreds wait in line; used when nothing else is set.
 DEFAULT_FORKS = 25
 
@@ -179,7 +180,9 @@ def own_control_path_dir(config: Path | None) -> Path | None:
     longest = len(os.fsencode(CONTROL_DIR_PREFIX)) + len("/12345678") + CONTROL_SOCKET_NAME
     for base in dict.fromkeys((tempfile.gettempdir(), "/tmp")):
         if len(os.fsencode(base)) + longest <= SOCKET_PATH_MAX and os.access(base, os.W_OK | os.X_OK):
-            return Path(tempfile.mkdtemp(prefix=CONTROL_DIR_PREFIX, dir=base))
+            directory = Path(tempfile.mkdtemp(prefix=CONTROL_DIR_PREFIX, dir=base))
+            leftovers.claim(directory)
+            return directory
     return None
 
 
@@ -234,7 +237,10 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
     ``interrupted``: the caller's own record of a stop signal, set by its handler before the run began too
     (the run then stops at once); by default, one of the run's own."""
     run_id = options.extravars.setdefault("cargoship_run_id", new_run_id())
-    private = Path(tempfile.mkdtemp(prefix="cargoship-run-"))
+    # What earlier runs killed outright (SIGKILL) left in the temporary directory goes first.
+    leftovers.sweep(close_connections)
+    private = Path(tempfile.mkdtemp(prefix=leftovers.RUN_PREFIX))
+    leftovers.claim(private)
     report_path = private / "report.json"
     config = ansible_cfg()
     control_dir = own_control_path_dir(config)
@@ -339,6 +345,7 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
         if options.keep_artifacts:
             for dump in private.glob("artifacts/*/command"):
                 dump.unlink(missing_ok=True)
+            leftovers.disown(private)
         else:
             shutil.rmtree(private, ignore_errors=True)
         if control_dir:

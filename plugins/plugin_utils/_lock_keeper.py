@@ -43,6 +43,8 @@ UNREACHABLE = 255
 # Rounds in a row a host's touch may fail (sudo asks for a password, a read-only disk) before the run is
 # stopped: a lock nobody can touch goes stale while the run goes on, and another run may take the host.
 FAILED_ROUNDS_ALLOWED = 2
+# How long a worker that starts the keeper waits for it to be seen running.
+KEEPER_START_SECONDS = 2.0
 
 
 def alive(pid: int) -> bool:
@@ -143,6 +145,11 @@ def ensure_keeper(spool: str, run_pid: int, interval: int, control: str | None) 
             close_fds=True,
         )
         write_entry(spool, "keeper.json", {"pid": keeper.pid})
+        # Right after a vfork-ed start the new process's command line may still read empty, and the next
+        # worker would take it for no keeper and start a second one: the guard is held until it reads whole.
+        deadline = time.monotonic() + KEEPER_START_SECONDS
+        while running_keeper(spool) != keeper.pid and keeper.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
         return keeper.pid
 
 

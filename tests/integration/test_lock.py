@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -56,8 +58,23 @@ def test_a_live_run_keeps_its_lock_through_a_drain_longer_than_the_stale_window(
     wait_for(lambda: not keepers(), "the keeper to exit with its run", timeout=10)
 
 
+def leftovers_in(scratch: Path) -> list[str]:
+    return sorted(path.name.rsplit("-", 1)[0] for path in scratch.iterdir() if path.name.startswith("cargoship-"))
+
+
 def test_a_killed_run_leaves_a_lock_that_goes_stale_and_the_next_run_takes_over(fleet):
-    first = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    # A temporary directory of the runs' own, short enough for SSH socket paths: what the killed run left
+    # there, and what the next run removed, is seen apart from other tests' runs.
+    scratch = Path(tempfile.mkdtemp(prefix="cs-tmp-"))
+    try:
+        killed_then_rerun(fleet, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def killed_then_rerun(fleet, scratch: Path) -> None:
+    env = {"TMPDIR": str(scratch)}
+    first = start_cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm", env=env)
     wait_for(lambda: fleet.core.read_node("c1").spec.unschedulable, "the first run to start draining c1")
     assert keepers(), "no keeper while a run holds its locks"
     first.send_signal(signal.SIGKILL)
@@ -81,8 +98,14 @@ def test_a_killed_run_leaves_a_lock_that_goes_stale_and_the_next_run_takes_over(
 
     fleet.policy.delete_namespaced_pod_disruption_budget("hold", "default")
     wait_for(lambda: fleet.lock_age("c1") > STALE_AFTER, "the lock to go stale", timeout=30)
-    second = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm")
+    # The killed command's run directory (its events) and SSH connection directory stayed behind (the
+    # keeper, which ended with it, removed its own spool).
+    assert leftovers_in(scratch) == ["cargoship-run", "cargoship-ssh"], list(scratch.iterdir())
+    second = cargoship("engine-config-sync", "-i", str(fleet.inventory), "--confirm", env=env)
     assert second.returncode == 0, second.stdout + second.stderr
+    assert not {"cargoship-run", "cargoship-ssh"} & set(leftovers_in(scratch)), "the killed run's directories stayed"
+    # The second run's own keeper removes its spool as it ends, within a second of the run.
+    wait_for(lambda: leftovers_in(scratch) == [], "the second run's keeper to remove its spool", timeout=10)
     for host in fleet.hosts:
         assert fleet.lock_age(host) is None
         assert not fleet.core.read_node(host).spec.unschedulable, f"{host} left cordoned"
