@@ -270,6 +270,8 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
         "ANSIBLE_SSH_ARGS": ssh_args(config),
         "ANSIBLE_FORCE_COLOR": "False",
         "CARGOSHIP_REPORT_JSON": str(report_path),
+        # So that an input error in a -e value names the command line, not this short-lived file.
+        "CARGOSHIP_EXTRA_VARS_FILE": str(extra_vars_file),
         # Where the lock keeper says why, if it has to stop the run (a lock it cannot keep fresh).
         "CARGOSHIP_KEEPER_REPORT": str(private / "keeper-stop.txt"),
         # Where the lock keeper names itself, so that this command notices if it dies under the run.

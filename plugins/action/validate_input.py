@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import difflib
+import os
 
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
@@ -108,9 +109,17 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+# The file the cargoship command hands its -e KEY=VALUE in: short-lived and its own, so not named to the user.
+COMMAND_LINE_VARS = "CARGOSHIP_EXTRA_VARS_FILE"
+
+
 def origin_of(value: object) -> str | None:
     tag = Origin.get_tag(value) if Origin is not None else None
-    return str(tag) if tag is not None and getattr(tag, "path", None) else None
+    if tag is None or not getattr(tag, "path", None):
+        return None
+    if tag.path == os.environ.get(COMMAND_LINE_VARS):
+        return "the command line's -e"
+    return str(tag)
 
 
 def origin_of_variable(variables, name: str) -> str | None:
@@ -121,15 +130,28 @@ def origin_of_variable(variables, name: str) -> str | None:
 
 
 def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]:
-    """Every problem of one host's variables, each with where Ansible read the value, if it knows."""
+    """Every problem of one host's variables, each with where Ansible read the value, if it knows. A variable
+    whose template fails is named with Ansible's reason, and the others are checked all the same."""
     found: list[tuple[str, str | None]] = []
+    unreadable: list[str] = []
+
+    def read(name: str) -> object:
+        try:
+            return variables.get(name)
+        except AnsibleError as exc:
+            found.append((f"{name}: its value cannot be read: {exc.message}", None))
+            unreadable.append(name)
+            return None
+
     for name in variables:
         problem = name_problem(str(name))
         if problem:
             found.append((problem, origin_of_variable(variables, name)))
     state = {}
     for name, key in DESIRED.items():
-        value = variables.get(name)
+        value = read(name)
+        if name in unreadable:
+            continue
         if key in KINDS_WITH_FILES and name in variables and value is None:
             found.append(
                 (
@@ -139,12 +161,17 @@ def host_problems(variables, phases: list[dict]) -> list[tuple[str, str | None]]
                 )
             )
         state[key] = value
-    found += [(message, origin_of(value)) for message, value in problems_of(state).found]
+    found += [
+        (message, origin_of(value))
+        for message, value in problems_of(state).found
+        if not message.startswith(tuple(f"{name}:" for name in unreadable))
+    ]
     for name, kind in OPTIONS.items():
-        value = variables.get(name)
+        value = read(name)
         if value is not None:
             found += [(message, origin_of(value)) for message in option_problem(name, kind, value, phases)]
-    found += lock_window_problems(variables)
+    if not {"cargoship_lock_stale_after", "cargoship_lock_touch_interval"} & set(unreadable):
+        found += lock_window_problems(variables)
     return found
 
 

@@ -179,6 +179,30 @@ def test_an_invalid_endpoint_through_the_command_exits_1_in_seconds_naming_every
     assert all(e["hosts"] == ["c1", "w1", "w2"] for e in report["errors"])
 
 
+def test_a_variable_whose_template_fails_is_named_and_the_others_are_still_checked(tmp_path):
+    """A value templated from another variable that does not fit (the example's chart values picked by
+    the engine's name) is named with Ansible's reason, beside the others' errors; a value given with -e
+    is said to come from the command line, not from the file the command hands it to Ansible in."""
+    inventory = bad_inventory(
+        tmp_path,
+        {
+            "values_by_engine": {"k3s": {"traefik": {"values": {}}}},
+            "cargoship_chart_values": "{{ values_by_engine[cargoship_engine] }}",
+            "cargoship_drain_timeout": "{{ no_such_variable }}",
+            "cargoship_audit_policy": {"kind": "Policy"},
+        },
+    )
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run", "-e", "cargoship_engine=k8s")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown
+    assert "Traceback" not in shown and "unreachable" not in shown
+    assert "cargoship_chart_values: its value cannot be read: object of type 'dict' has no attribute 'k8s'" in shown
+    assert "cargoship_drain_timeout: its value cannot be read: 'no_such_variable' is undefined" in shown
+    assert "cargoship_engine: must be one of k3s, rke2, got 'k8s' (c1, w1, w2; the command line's -e)" in shown
+    assert "cargoship_audit_policy: must be a Policy" in shown and f"{tmp_path}/group_vars/all.yml:" in shown
+    assert "extra-vars.json" not in shown
+
+
 def test_no_host_in_the_groups_still_writes_the_report(tmp_path):
     inventory = bad_inventory(tmp_path, {}, hosts={"servers": {"hosts": {"s1": None}}})
     result = cargoship(
