@@ -231,35 +231,58 @@ def locks_released(report: dict | None) -> bool:
 
 def parse_extra_vars(values: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:
     """-e values as ansible-playbook reads them: KEY=VALUE pairs (strings) or a YAML/JSON mapping, and
-    @FILE, which is handed to ansible-playbook by its path (a vaulted file stays Ansible's to read)."""
+    @FILE, which is handed to ansible-playbook by its path (a vaulted file stays Ansible's to read). Every
+    -e that cannot be read is named at once, by its place on the command line and never by its text (it
+    may hold a credential)."""
     merged: dict = {}
     files: list[str] = []
-    for value in values:
+    problems: list[str] = []
+    for number, value in enumerate(values, start=1):
+        where = f"-e #{number}" if len(values) > 1 else "-e"
         text = value.strip()
         if text.startswith("@"):
             path = Path(text[1:]).expanduser()
             if not path.is_file():
-                errors.print(f"-e {value!r}: no such file")
-                sys.exit(EXIT_USAGE)
-            files.append(str(path.resolve()))
+                problems.append(f"{where} (@{text[1:]}): no such file")
+            else:
+                files.append(str(path.resolve()))
             continue
-        try:
-            data = yaml.safe_load(text) if text.startswith(("{", "---")) else dict(shlex_pairs(text))
-        except (yaml.YAMLError, ValueError) as exc:
-            errors.print(f"-e {value!r}: {exc.__class__.__name__}: cannot read it as KEY=VALUE, YAML or @FILE")
-            sys.exit(EXIT_USAGE)
-        if not isinstance(data, dict):
-            errors.print(f"-e {value!r}: expected KEY=VALUE pairs or a mapping")
-            sys.exit(EXIT_USAGE)
+        if text.startswith(("{", "[", "---")):
+            try:
+                data = yaml.safe_load(text)
+            except yaml.YAMLError as exc:
+                mark = getattr(exc, "problem_mark", None)
+                at = f" at column {mark.column + 1}" if mark is not None and mark.line == 0 else ""
+                problems.append(f"{where}: not valid YAML or JSON{at}")
+                continue
+            if not isinstance(data, dict):
+                problems.append(f"{where}: expected a mapping, got {type(data).__name__}")
+                continue
+        else:
+            try:
+                data = dict(shlex_pairs(text))
+            except ValueError as exc:
+                problems.append(f"{where}: {exc}")
+                continue
         merged.update(data)
+    if problems:
+        for problem in problems:
+            errors.print(problem)
+        errors.print("(-e takes KEY=VALUE pairs, a YAML or JSON mapping, or @FILE)")
+        sys.exit(EXIT_USAGE)
     return merged, tuple(files)
 
 
 def shlex_pairs(text: str):
-    for word in shlex.split(text):
+    """KEY=VALUE words; an error names the word's place and key, never its value."""
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:  # an unclosed quote
+        raise ValueError(f"cannot split it into words ({exc})") from None
+    for place, word in enumerate(words, start=1):
         key, sep, item = word.partition("=")
         if not sep or not key:
-            raise ValueError(f"{word!r} is not KEY=VALUE")
+            raise ValueError(f"word {place} is not KEY=VALUE")
         yield key, item
 
 

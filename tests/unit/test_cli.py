@@ -76,7 +76,25 @@ def test_extra_vars_are_read_as_ansible_playbook_reads_them(tmp_path):
     assert files == (str(varsfile.resolve()),)
 
 
-def test_an_unreadable_extra_var_is_a_usage_error():
-    result = CliRunner().invoke(main, ["engine-config-sync", "-i", ".", "--dry-run", "-e", "no-equals-sign"])
+def test_every_unreadable_extra_var_is_a_usage_error_named_by_its_place_never_its_text(tmp_path):
+    args = ["engine-config-sync", "-i", ".", "--dry-run"]
+    for value in (
+        "cargoship_force=true",
+        "token=hunter2-c4n4ry stray-hunter2",
+        '{"password": "hunter2-c4n4ry"',
+        "[hunter2-c4n4ry]",
+        f"@{tmp_path}/missing.yml",
+        "unclosed='hunter2-c4n4ry",
+    ):
+        args += ["-e", value]
+    result = CliRunner().invoke(main, args)
     assert result.exit_code == 64
-    assert "-e 'no-equals-sign'" in result.output
+    assert "hunter2" not in result.output
+    lines = result.output.splitlines()
+    assert lines[:5] == [
+        "-e #2: word 2 is not KEY=VALUE",
+        "-e #3: not valid YAML or JSON at column 30",
+        "-e #4: expected a mapping, got list",
+        f"-e #5 (@{tmp_path}/missing.yml): no such file",
+        "-e #6: cannot split it into words (No closing quotation)",
+    ], result.output
