@@ -68,6 +68,12 @@ def kubeconfig_files(params: dict) -> list[str]:
     return [os.path.expanduser(p) for p in listed] or [os.path.expanduser("~/.kube/config")]
 
 
+NOWHERE = (
+    "there is no such file, and this is not a pod with a service account either; name a kubeconfig with "
+    "cargoship_api_kubeconfig (K8S_AUTH_KUBECONFIG, KUBECONFIG), or the API server with K8S_AUTH_HOST"
+)
+
+
 def describe(params: dict) -> str:
     """Where the API was looked for, for error messages (never a credential)."""
     if params.get("host") and not any(os.path.exists(f) for f in kubeconfig_files(params)):
@@ -104,6 +110,9 @@ def package_client(params: dict):
     elif params.get("kubeconfig") or (os.environ.get("KUBECONFIG") and not params.get("host")):
         raise ValueError("no kubeconfig file at " + ":".join(kubeconfig_files(params)))
     elif not params.get("host"):
+        if not os.environ.get("KUBERNETES_SERVICE_HOST"):
+            # The package's own words for this ("Service host/port is not set") name neither the file nor a fix.
+            raise ValueError(NOWHERE)
         config.load_incluster_config(client_configuration=configuration)
     if params.get("host"):
         configuration.host = params["host"]

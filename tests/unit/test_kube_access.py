@@ -146,9 +146,15 @@ def test_a_missing_kubeconfig_is_named(tmp_path):
         ka.api_client(params(kubeconfig=str(tmp_path / "missing.yaml")))
 
 
-def test_without_any_kubeconfig_or_host_the_in_cluster_account_is_tried(tmp_path):
-    # No ~/.kube/config, no KUBECONFIG: only a pod's service account is left, and this is no pod.
-    with pytest.raises(Exception, match=r"[Ss]ervice"):
+def test_without_any_kubeconfig_or_host_the_in_cluster_account_is_tried_in_a_pod(tmp_path, monkeypatch):
+    # No ~/.kube/config, no KUBECONFIG, and no pod: the missing file is named, with where to name one.
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(ValueError, match=r"no such file, and this is not a pod.*cargoship_api_kubeconfig"):
+        ka.api_client(params())
+    # In a pod (the API's service address in its environment), the pod's service account is what is left.
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.43.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
+    with pytest.raises(Exception, match=r"[Ss]ervice token file does not exist"):
         ka.api_client(params())
 
 
