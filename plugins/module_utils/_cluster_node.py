@@ -118,6 +118,15 @@ ARGUMENTS = {
 }
 
 
+def subject(params: dict, target: str) -> str:
+    """What a state was asked of, in words: node w1, nodes w1, w2, the hosts' nodes."""
+    if target == "name":
+        return f"node {params['name']}"
+    if target == "names":
+        return "nodes " + ", ".join(str(name) for name in params.get("names") or [])
+    return "the hosts' nodes"
+
+
 def run_state(module, missing_library: Callable[[str], str]) -> dict:
     """The state asked for, on its target; its result. ``module``: ``params`` (validated against ARGUMENTS),
     ``check_mode`` and ``fail_json`` (which must not return). ``missing_library`` words the message for a
@@ -134,10 +143,10 @@ def run_state(module, missing_library: Callable[[str], str]) -> dict:
             api.deadline = time.monotonic() + p["timeout"]
         result = handler(api, module)
     except ApiException as exc:
-        module.fail_json(msg=f"Kubernetes API refused {p['state']} of {p['name'] or target}: {api_message(exc)}")
+        module.fail_json(msg=f"Kubernetes API refused {p['state']} of {subject(p, target)}: {api_message(exc)}")
     except ApiUnavailable as exc:
         module.fail_json(
-            msg=f"cannot reach the Kubernetes API with {describe(p)} ({p['state']} of {p['name'] or target}): {exc}"
+            msg=f"cannot reach the Kubernetes API with {describe(p)} ({p['state']} of {subject(p, target)}): {exc}"
         )
     except LibraryMissing:
         module.fail_json(msg=missing_library("kubernetes"), exception=traceback.format_exc())

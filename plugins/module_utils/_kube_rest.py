@@ -155,7 +155,12 @@ def transient_error(exc: BaseException) -> bool:
             found = True
         elif type(error).__module__.startswith("urllib3") and type(error).__name__ in URLLIB3_TRANSIENT:
             found = True
-        stack += [getattr(error, "reason", None), error.__cause__, error.__context__]
+        # urllib3 keeps the cause in ``reason``; ssl's errors keep a string there (UNEXPECTED_EOF_WHILE_READING).
+        stack += [
+            e
+            for e in (getattr(error, "reason", None), error.__cause__, error.__context__)
+            if isinstance(e, BaseException)
+        ]
     return found
 
 

@@ -326,3 +326,11 @@ def test_another_servers_health_check_gets_credentials_only_where_its_certificat
         "POST", "/lab/faults", body={"faults": [{"kind": "status", "status": 401, "paths": ["/readyz"], "count": 5}]}
     )
     assert nodes.check_safe_to_stop(unverified, Module(name="c1", api_port=kube.port, timeout=5))["changed"] is False
+
+
+def test_an_api_error_names_what_the_state_was_asked_of_in_words():
+    from ansible_collections.cargoship.engine.plugins.module_utils._cluster_node import subject
+
+    assert subject({"name": "w1"}, "name") == "node w1"
+    assert subject({"names": ["w1", "w2"]}, "names") == "nodes w1, w2"
+    assert subject({"node_of": {"c1": "c1"}, "name": None}, "node_of") == "the hosts' nodes"

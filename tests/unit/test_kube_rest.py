@@ -208,6 +208,44 @@ def test_after_the_deadline_the_error_says_what_was_tried_and_the_last_answer(ku
     assert hits(kube)[0] >= 3
 
 
+def test_a_server_that_closes_during_the_tls_handshake_is_tried_again_until_the_deadline():
+    """A TCP load balancer in front of API servers that are all down (haproxy or nginx in stream mode, as
+    RKE2 and k3s HA set-ups put there) accepts the connection and closes it before the TLS handshake ends:
+    the client reads an EOF (ssl.SSLEOFError, whose ``reason`` is a string). It was raised as an
+    AttributeError from the retry check, and the run failed at once."""
+    import socket
+    import threading
+
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiUnavailable
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def close_each_after_its_hello():
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            accepted.append(1)
+            connection.recv(65536)
+            connection.shutdown(socket.SHUT_WR)
+            time.sleep(0.1)
+            connection.close()
+
+    threading.Thread(target=close_each_after_its_hello, daemon=True).start()
+    host = f"https://127.0.0.1:{listener.getsockname()[1]}"
+    api = ProductApi(api_client({"host": host, "api_key": "t", "validate_certs": False}), deadline=time.monotonic() + 2)
+    try:
+        with pytest.raises(ApiUnavailable, match=r"no answer \(SSLEOFError"):
+            api.list_node()
+    finally:
+        listener.close()
+    assert len(accepted) >= 2, "not tried again"
+
+
 def test_a_name_that_does_not_resolve_is_not_retried():
     from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
     from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
