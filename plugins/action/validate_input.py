@@ -19,6 +19,12 @@ from ansible_collections.cargoship.engine.plugins.module_utils._desired_state im
     problems_of,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._host_lock import window_problem
+from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
+    ARGUMENT_SPEC,
+    LibraryMissing,
+    api_client,
+    describe,
+)
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _plan
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
 from ansible_collections.cargoship.engine.plugins.plugin_utils._report import hosts_text
@@ -222,6 +228,27 @@ def plan_problems(variables, check_mode: bool) -> list[tuple[str, str | None]]:
     return [(message, None) for message in found]
 
 
+def api_access_problem(kubeconfig: object, context: object) -> str | None:
+    """Whether the API connection the run's control-host modules will make can be set up (the kubeconfig
+    there, readable and with the context named): all of it local, known before any host is contacted. The
+    options come as the modules take them: the inventory's, else kubernetes.core's environment variables."""
+    if not isinstance(kubeconfig, (str, type(None))) or not isinstance(context, (str, type(None))):
+        return None  # named by the option checks
+    params = {key: os.environ.get(spec["fallback"][1][0]) for key, spec in ARGUMENT_SPEC.items()}
+    params["validate_certs"] = None  # a connection setting, not read to set one up
+    if kubeconfig:
+        params["kubeconfig"] = os.path.expanduser(kubeconfig)
+    if context:
+        params["context"] = context
+    try:
+        api_client(params)
+    except LibraryMissing:
+        return None  # the module says so, with how to install it
+    except Exception as exc:  # the kubeconfig loader's kinds: a missing file, bad YAML, an unknown context
+        return f"the Kubernetes API cannot be reached with {describe(params)}: {exc}"
+    return None
+
+
 def shown(hosts: list[str], every: int) -> str:
     text = hosts_text(hosts, every)
     return text if text == "every host" else f"host{'s' if len(hosts) > 1 else ''} {text}"
@@ -245,6 +272,23 @@ class ActionModule(ActionBase):
                 found = [(f"a variable cannot be read: {exc.message}", None)]
             for problem in found:
                 problems.setdefault(problem, []).append(host)
+        # The API connection, once per kubeconfig and context the hosts name (one, in most inventories).
+        access: dict[tuple, list[str]] = {}
+        for host in hosts:
+            try:
+                chosen = (hostvars[host].get("cargoship_api_kubeconfig"), hostvars[host].get("cargoship_api_context"))
+            except AnsibleError:
+                continue  # named above
+            access.setdefault(chosen, []).append(host)
+        for (kubeconfig, context), on in access.items():
+            problem = api_access_problem(kubeconfig, context)
+            if problem:
+                name = (
+                    "cargoship_api_context"
+                    if context and "context" in problem.rsplit(":", 1)[-1]
+                    else "cargoship_api_kubeconfig"
+                )
+                problems.setdefault((f"{name}: {problem}", None), []).extend(on)
         # The plan's variables are the run's: read as the run's tasks read them (extra vars, and the vars of a
         # play that imports the playbook, which hostvars do not show).
         try:

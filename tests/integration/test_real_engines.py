@@ -389,7 +389,9 @@ def test_a_definite_refusal_of_the_api_fails_at_once_with_its_message(k3s_fleet,
         hits = lab.lab_setting("/lab/faults")["faults"][0]["hits"]
     output = " ".join((result.stdout + result.stderr).split())
     assert result.returncode == 1, output
-    assert 'Kubernetes API refused drained of node c1: 403 nodes is forbidden: User "lab-operator" cannot patch' in output
+    assert (
+        'Kubernetes API refused drained of node c1: 403 nodes is forbidden: User "lab-operator" cannot patch' in output
+    )
     assert hits == 1, f"a definite refusal was tried again ({hits} times)"
     for name in lab.hosts:
         assert (engine_files(lab, name), lab.starts(name)) == before[name], f"{name} was touched"

@@ -127,9 +127,25 @@ def test_a_handler_failing_in_a_real_run_of_ansible_runner_ends_it_and_says_why(
 def bad_inventory(tmp_path: Path, group_vars: dict, hosts: dict | None = None) -> Path:
     """Hosts that cannot be reached at all (a closed port on this machine): input errors must never get
     as far as trying them."""
+    # A kubeconfig of a server on a closed port too: the connection can be set up, never made.
+    (tmp_path / "kubeconfig").write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:9"}}],
+                "users": [{"name": "k", "user": {"token": "t"}}],
+                "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
+                "current-context": "k",
+            }
+        )
+    )
     inventory = {
         "all": {
-            "vars": {"cargoship_engine": "k3s", "ansible_host": "127.0.0.1", "ansible_port": 9},
+            "vars": {
+                "cargoship_engine": "k3s",
+                "ansible_host": "127.0.0.1",
+                "ansible_port": 9,
+                "cargoship_api_kubeconfig": str(tmp_path / "kubeconfig"),
+            },
             "children": hosts
             or {"controllers": {"hosts": {"c1": None}}, "workers": {"hosts": {"w1": None, "w2": None}}},
         }
@@ -201,6 +217,33 @@ def test_a_variable_whose_template_fails_is_named_and_the_others_are_still_check
     assert "cargoship_engine: must be one of k3s, rke2, got 'k8s' (c1, w1, w2; the command line's -e)" in shown
     assert "cargoship_audit_policy: must be a Policy" in shown and f"{tmp_path}/group_vars/all.yml:" in shown
     assert "extra-vars.json" not in shown
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        (
+            {"cargoship_api_kubeconfig": "/nonexistent/kubeconfig"},
+            "cargoship_api_kubeconfig: the Kubernetes API cannot be reached with the kubeconfig /nonexistent/kubeconfig: "
+            "no kubeconfig file at /nonexistent/kubeconfig (c1, w1, w2)",
+        ),
+        (
+            {"cargoship_api_context": "prod-east"},
+            "cargoship_api_context: the Kubernetes API cannot be reached with the kubeconfig {kubeconfig}, context "
+            "prod-east: the kubeconfig has no context named 'prod-east' (c1, w1, w2)",
+        ),
+    ],
+    ids=["missing-kubeconfig", "unknown-context"],
+)
+def test_an_api_connection_that_cannot_be_set_up_is_an_input_error(tmp_path, given, message):
+    """The kubeconfig is the control host's own file: a missing one, or a context it does not have, is known
+    before any host is contacted (it used to surface after every host was locked, in engine_facts)."""
+    inventory = bad_inventory(tmp_path, given)
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown
+    assert message.format(kubeconfig=tmp_path / "kubeconfig") in shown
+    assert "unreachable" not in shown and "Traceback" not in shown
 
 
 def test_no_host_in_the_groups_still_writes_the_report(tmp_path):
@@ -486,7 +529,7 @@ def test_kept_artifacts_hold_no_environment_extra_vars_or_passwords_and_the_vars
         dry_run=True,
         keep_artifacts=True,
         # Read by Ansible (its unknown phase is the error below), and a value that must stay private.
-        user_vars={"cargoship_phase": "no_such_phase", "cargoship_api_context": "ctx-EXTRAMARK"},
+        user_vars={"cargoship_phase": "no_such_phase", "site_note": "note-EXTRAMARK"},
         passwords={"become": "become-PASSMARK"},
     )
     from cargoship_runner import runner
