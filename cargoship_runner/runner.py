@@ -461,5 +461,14 @@ def error_lines(runner) -> list[str]:
         text = runner.stdout.read()
     except (OSError, AttributeError):
         return []
-    lines = [line.strip() for line in masked_output(text).splitlines()]
-    return [line for line in lines if line.startswith(("[ERROR]", "ERROR!", "Origin:"))]
+    kept, in_error = [], False
+    for line in masked_output(text).splitlines():
+        if line.strip().startswith(("[ERROR]", "ERROR!", "Origin:")):
+            kept.append(line.strip())
+            in_error = line.strip().startswith(("[ERROR]", "ERROR!"))
+        elif in_error and line[:1].isspace() and line.strip():
+            # The message's own further lines (every problem of a failed input check, say), up to its origin.
+            kept.append("  " + line.strip())
+        else:
+            in_error = False
+    return kept

@@ -15,7 +15,12 @@ import re
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils._hooks import CLUSTER_READY
 from ansible_collections.cargoship.engine.plugins.plugin_utils._node_progress import NodeProgress
-from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import entry_point, load_phases, plan
+from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import (
+    UnknownPhase,
+    entry_point,
+    load_phases,
+    plan,
+)
 
 # The report's format: raised when a field is removed or changes meaning (docs/report.schema.json).
 SCHEMA_VERSION = 1
@@ -168,10 +173,14 @@ class RunReport:
 
     def as_dict(self) -> dict:
         phases = []
+        try:
+            planned = set(plan(self.phases, self.selected))
+        except UnknownPhase:
+            planned = set()  # the input check refused the run and says why: no phase was reached
         for phase in self.phases:
             entries = self.hosts[phase["name"]]
             disabled = next((e["messages"] for e in entries.values() if e["disabled"]), None)
-            if phase["name"] not in plan(self.phases, self.selected):
+            if phase["name"] not in planned:
                 hosts = {}
             elif entry_point(phase, self.dry_run) == "none":
                 reason = [phase["unassessed_reason"]]

@@ -144,3 +144,30 @@ def test_the_inventorys_own_switches_stand_unless_the_command_line_says_otherwis
     assert switched["cargoship_label_nodes"] is True and switched["cargoship_kubeconfig_update"] is False
     # The phase asked for by name: the role itself turns on for it (as with ansible-playbook -e cargoship_phase).
     assert phase["cargoship_phase"] == "kubeconfig" and "cargoship_kubeconfig_update" not in phase
+
+
+def test_an_errors_own_further_lines_are_kept_and_the_quoted_source_still_withheld():
+    """A run that ends before its report shows Ansible's error lines: a message of several lines (every
+    problem of an input check) whole, never the source lines quoted under its origin."""
+    from cargoship_runner.runner import error_lines
+
+    class Finished:
+        stdout = __import__("io").StringIO(
+            "TASK [Validate] ***\n"
+            "[ERROR]: Task failed: Action failed: invalid input (2 problems); no host was contacted:\n"
+            "  - cargoship_phase: unknown phase 'nope' (every host)\n"
+            "  - cargoship_drain_timeout: expected a whole number of seconds, got 'x' (every host)\n"
+            "Origin: /inv/group_vars/all.yml:4:7\n"
+            "\n"
+            "3   registry_password: hunter2\n"
+            "        ^ column 7\n"
+            "fatal: [c1 -> localhost]: FAILED! =>\n"
+            "    msg: invalid input\n"
+        )
+
+    assert error_lines(Finished) == [
+        "[ERROR]: Task failed: Action failed: invalid input (2 problems); no host was contacted:",
+        "  - cargoship_phase: unknown phase 'nope' (every host)",
+        "  - cargoship_drain_timeout: expected a whole number of seconds, got 'x' (every host)",
+        "Origin: /inv/group_vars/all.yml:4:7",
+    ]

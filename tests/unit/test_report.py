@@ -83,6 +83,27 @@ def test_results_outside_any_phase_are_ignored():
     assert all(not p["hosts"] or p["status"] == "unassessed" for p in report.as_dict()["phases"])
 
 
+def test_a_run_refused_for_an_unknown_phase_still_reports_why():
+    """cargoship_phase given with -e to a whole run: the input check names the unknown phase, and the report
+    (which places each phase by the one selected) must still be made to say so; it failed to be made."""
+    report = RunReport(OPERATION, dry_run=True)
+    report.selected = "no_such_phase"
+    report.result(
+        "c1",
+        None,
+        "Validate",
+        {
+            "msg": "bad",
+            "input_errors": [{"message": "cargoship_phase: unknown phase 'no_such_phase'", "hosts": ["c1"]}],
+        },
+        "failed",
+    )
+    detail = report.as_dict()
+    assert detail["errors"][0]["message"] == "cargoship_phase: unknown phase 'no_such_phase'"
+    assert {p["status"] for p in detail["phases"]} == {"skipped"}
+    assert "error: cargoship_phase: unknown phase 'no_such_phase' (c1)" in render_text(detail)
+
+
 SCHEMA = __import__("pathlib").Path(__file__).resolve().parents[2] / "docs" / "report.schema.json"
 
 
