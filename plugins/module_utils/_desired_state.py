@@ -292,15 +292,18 @@ def problems_of(state: dict) -> Problems:
     engine = state.get("engine")
     if engine not in ENGINES:
         problems.add(f"cargoship_engine: must be one of {', '.join(ENGINES)}, got {engine!r}", engine)
+    # A string other than absent: named here once, and not checked again as the mapping it is not.
+    reported = set()
     for key in KINDS_WITH_FILES:
         value = state.get(key)
         if isinstance(value, str) and value != ABSENT:
+            reported.add(key)
             problems.add(
                 f"{VARIABLES[key]}: expected a mapping, or {ABSENT} to remove what cargoship wrote, got {value!r}",
                 value,
             )
     registries = state.get("registries")
-    if registries is not None and registries != ABSENT:
+    if registries is not None and registries != ABSENT and "registries" not in reported:
         _check(registries, ("dict", REGISTRY_SCHEMA), "cargoship_registries", problems)
         mirrors = registries.get("mirrors") if isinstance(registries, dict) else None
         for name, mirror in (mirrors if isinstance(mirrors, dict) else {}).items():
@@ -316,7 +319,7 @@ def problems_of(state: dict) -> Problems:
                     )
     for key in ("audit_policy", "pod_security"):
         document = state.get(key)
-        if document is None or document == ABSENT:
+        if document is None or document == ABSENT or key in reported:
             continue
         where = VARIABLES[key]
         if not isinstance(document, dict):
@@ -352,7 +355,7 @@ def problems_of(state: dict) -> Problems:
             elif not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 problems.add(f"cargoship_audit_log.{key}: expected a whole number (0 or more), got {value!r}", value)
     charts = state.get("chart_values")
-    if charts is not None and charts != ABSENT:
+    if charts is not None and charts != ABSENT and "chart_values" not in reported:
         if not isinstance(charts, dict):
             problems.add(
                 f"cargoship_chart_values: expected a mapping of chart name to settings, or {ABSENT}, "

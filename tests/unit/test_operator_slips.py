@@ -660,3 +660,13 @@ def test_a_whole_number_given_with_e_as_text_is_accepted_and_anything_else_named
     assert next(item[0] for item in validate_input.host_problems(short, phases)).startswith(
         "cargoship_lock_stale_after:"
     )
+
+
+@pytest.mark.parametrize("key", ["registries", "audit_policy", "pod_security", "chart_values"])
+def test_a_string_other_than_absent_is_one_error_not_two(key):
+    """ "Absent" (a capital letter) for a kind the engine reads from a file: named once, as what it is,
+    not a second time as the mapping it is not."""
+    problems = ds.problems_of({"engine": "k3s", key: "Absent"})
+    assert [message for message, _value in problems.found] == [
+        f"{ds.VARIABLES[key]}: expected a mapping, or absent to remove what cargoship wrote, got 'Absent'"
+    ]
