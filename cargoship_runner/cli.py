@@ -10,7 +10,14 @@ from pathlib import Path
 import click
 
 from cargoship_runner import __version__
-from cargoship_runner.collection import CollectionNotFound, concurrency_pattern, phase_hook_points, phases, plan_module
+from cargoship_runner.collection import (
+    CollectionNotFound,
+    concurrency_pattern,
+    phase_hook_points,
+    phases,
+    plan_module,
+    report_module,
+)
 from cargoship_runner.exit_policy import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_UNREACHABLE, EXIT_USAGE
 from cargoship_runner.operation import (
     CommandLine,
@@ -427,7 +434,8 @@ def status(inventory, vault_password_file, vault_ids, extra_vars, as_json, detai
         collect,
     )
     if outcome.rc != 0 or not found:
-        reported = [e["message"] for e in (outcome.report or {}).get("errors") or [] if isinstance(e, dict)]
+        # The input's problems as a run names them: with their hosts and where each value was read.
+        reported = [line.removeprefix("error: ") for line in report_module().error_lines(outcome.report or {})]
         errors.print("the fleet map could not be made")
         for line in reported or outcome.ansible_errors:
             errors.print(f"  {line}")
@@ -437,6 +445,8 @@ def status(inventory, vault_password_file, vault_ids, extra_vars, as_json, detai
     if as_json:
         print(json.dumps(found["fleet"], indent=2, sort_keys=True))
     else:
+        # Not a terminal: lines as long as they are, never folded at 80 columns.
+        console.soft_wrap = not sys.stdout.isatty()
         for line in found["lines"]:
             console.print(styled(line))  # text as it is: host and node names are never markup
     if detailed_exitcode and not found["fleet"]["converged"]:

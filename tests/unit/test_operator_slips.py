@@ -670,3 +670,15 @@ def test_a_string_other_than_absent_is_one_error_not_two(key):
     assert [message for message, _value in problems.found] == [
         f"{ds.VARIABLES[key]}: expected a mapping, or absent to remove what cargoship wrote, got 'Absent'"
     ]
+
+
+def test_status_refuses_an_invalid_desired_state_before_asking_the_api(tmp_path):
+    """The map compares each node with the inventory's desired state: one no run would take is an input
+    error, named as engine-config-sync names it (it was hashed and every node called not the desired state)."""
+    inventory = bad_inventory(tmp_path, {"cargoship_registries": [1], "cargoship_registires": {}})
+    result = cargoship("status", "-i", str(inventory))
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown
+    assert "cargoship_registries: expected a mapping, got a list (c1, w1, w2;" in shown
+    assert "cargoship_registires: unknown variable (did you mean cargoship_registries?)" in shown
+    assert "cannot reach the Kubernetes API" not in shown and "Traceback" not in shown
