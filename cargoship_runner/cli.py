@@ -377,9 +377,11 @@ def unlock(inventory, limit, vault_password_file, vault_ids, extra_vars, yes):
     )
     if outcome.rc != 0:
         errors.print(
-            "unlock failed on some hosts"
+            "unlock failed"
             + (f" (unreachable: {', '.join(outcome.unreachable)})" if outcome.unreachable else "")
         )
+        for line in outcome.ansible_errors:
+            errors.print(f"  {line}")
         if outcome.log:
             errors.print(f"Ansible's output of this run is kept in {outcome.log}")
         sys.exit(EXIT_UNREACHABLE if outcome.unreachable else EXIT_FAILED)

@@ -334,7 +334,7 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
             unreachable=unreachable,
             run_id=run_id,
             interrupted=interrupted.is_set(),
-            ansible_errors=[] if report else error_lines(runner),
+            ansible_errors=error_lines(runner) if failed else [],
             artifacts=private if options.keep_artifacts else None,
             keeper_stop=(private / "keeper-stop.txt").read_text().strip()
             if (private / "keeper-stop.txt").exists()

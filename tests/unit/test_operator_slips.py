@@ -682,3 +682,11 @@ def test_status_refuses_an_invalid_desired_state_before_asking_the_api(tmp_path)
     assert "cargoship_registries: expected a mapping, got a list (c1, w1, w2;" in shown
     assert "cargoship_registires: unknown variable (did you mean cargoship_registries?)" in shown
     assert "cannot reach the Kubernetes API" not in shown and "Traceback" not in shown
+
+
+def test_unlock_with_a_limit_matching_no_host_says_so(tmp_path):
+    inventory = bad_inventory(tmp_path, {})
+    result = cargoship("unlock", "-i", str(inventory), "--yes", "--limit", "no-such-host")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.startswith("unlock failed\n")
+    assert "leaves us with no hosts to target" in result.stderr
