@@ -377,8 +377,7 @@ def unlock(inventory, limit, vault_password_file, vault_ids, extra_vars, yes):
     )
     if outcome.rc != 0:
         errors.print(
-            "unlock failed"
-            + (f" (unreachable: {', '.join(outcome.unreachable)})" if outcome.unreachable else "")
+            "unlock failed" + (f" (unreachable: {', '.join(outcome.unreachable)})" if outcome.unreachable else "")
         )
         for line in outcome.ansible_errors:
             errors.print(f"  {line}")
