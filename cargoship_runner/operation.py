@@ -111,6 +111,8 @@ def execute(title: str, extravars: dict, asked: CommandLine, changes_hosts: bool
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
         for line in outcome.ansible_errors or ["(no error message; rerun with -v to see Ansible's output)"]:
             errors.print(f"  {line}")
+        for hint in hints(outcome.ansible_errors):
+            errors.print(hint)
     if outcome.log:
         errors.print(f"Ansible's output of this run is kept in {outcome.log}")
     for node, state in ((outcome.report or {}).get("nodes_left_mid_sync") or {}).items():
@@ -227,6 +229,19 @@ def locks_released(report: dict | None) -> bool:
     return any(
         p["name"] in releasing and p["status"] in ("ran", "nothing to do") for p in (report or {}).get("phases", [])
     )
+
+
+# Ansible's words for slips it finds before any host is contacted, and what to do about each.
+HINTS = {
+    "no vault secrets found": "the inventory holds vaulted values: give their password with --ask-vault-pass, "
+    "--vault-password-file FILE or --vault-id",
+    "Decryption failed": "a vaulted value does not open with the password given: check --vault-password-file "
+    "or --vault-id (one per vault id the inventory uses)",
+}
+
+
+def hints(lines: list[str]) -> list[str]:
+    return [hint for words, hint in HINTS.items() if any(words in line for line in lines)]
 
 
 def parse_extra_vars(values: tuple[str, ...]) -> tuple[dict, tuple[str, ...]]:

@@ -690,3 +690,20 @@ def test_unlock_with_a_limit_matching_no_host_says_so(tmp_path):
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stderr.startswith("unlock failed\n")
     assert "leaves us with no hosts to target" in result.stderr
+
+
+@pytest.mark.parametrize(("given", "hint"), [(None, "--ask-vault-pass"), ("wrong", "does not open")])
+def test_a_vaulted_inventory_without_its_password_gets_a_hint(tmp_path, given, hint):
+    from ansible.constants import DEFAULT_VAULT_ID_MATCH
+    from ansible.parsing.vault import VaultLib, VaultSecret
+
+    inventory = bad_inventory(tmp_path, {})
+    vault = VaultLib([(DEFAULT_VAULT_ID_MATCH, VaultSecret(b"right"))])
+    (tmp_path / "group_vars" / "workers.yml").write_bytes(vault.encrypt("registry_password: s3cr3t-c4n4ry\n"))
+    args = ["engine-config-sync", "-i", str(inventory), "--dry-run"]
+    if given:
+        (tmp_path / "pw").write_text(given)
+        args += ["--vault-password-file", str(tmp_path / "pw")]
+    result = cargoship(*args)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert hint in result.stderr and "c4n4ry" not in result.stdout + result.stderr
