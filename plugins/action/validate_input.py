@@ -75,7 +75,7 @@ def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> l
     if kind == "restart" and value not in ("drain", "in_place"):
         return [f"{name}: expected drain or in_place, got {value!r}"]
     if kind == "hooks":
-        return _hooks.problems(value, phases)
+        return _hooks.problems(value, phases, check_files=True)
     if kind == "secret_paths":
         return secret_paths_problems(name, value)
     if kind == "phase" and value and value not in {p["name"] for p in phases}:

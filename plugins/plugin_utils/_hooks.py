@@ -6,6 +6,7 @@ steps (hooks and phases) run. Read by input validation, the playbook's step look
 from __future__ import annotations
 
 import difflib
+import os
 
 NODE_ROLES = ("controller", "worker")
 CLUSTER_READY = "cluster_ready"
@@ -51,8 +52,9 @@ def _kind(value: object) -> str:
     return "a value of another kind"
 
 
-def problems(hooks: object, phases: list[dict]) -> list[str]:
-    """Every problem in ``cargoship_hooks``, each naming its key path."""
+def problems(hooks: object, phases: list[dict], check_files: bool = False) -> list[str]:
+    """Every problem in ``cargoship_hooks``, each naming its key path; with ``check_files``, task files that
+    are not on the control host too (the input check, before the run; not again in the middle of it)."""
     if not isinstance(hooks, dict):
         return [f"cargoship_hooks: expected a mapping of hook point to a list of hooks, got {_kind(hooks)}"]
     points = all_hook_points(phases)
@@ -80,11 +82,11 @@ def problems(hooks: object, phases: list[dict]) -> list[str]:
             found.append(f"{where}: expected a non-empty list of hooks, got {_kind(entries)}")
             continue
         for index, hook in enumerate(entries):
-            found += _hook_problems(f"{where}[{index}]", hook)
+            found += _hook_problems(f"{where}[{index}]", hook, check_files)
     return found
 
 
-def _hook_problems(here: str, hook: object) -> list[str]:
+def _hook_problems(here: str, hook: object, check_files: bool) -> list[str]:
     if not isinstance(hook, dict):
         return [f"{here}: expected a mapping with name and command or tasks, got {_kind(hook)}"]
     found = []
@@ -103,6 +105,18 @@ def _hook_problems(here: str, hook: object) -> list[str]:
         found.append(f"{here}: give exactly one of command and tasks")
     if hook.get("run_on", "node") not in ("node", "control"):
         found.append(f"{here}.run_on: node (the default) or control, not {hook['run_on']!r}")
+    command, tasks = hook.get("command"), hook.get("tasks")
+    if isinstance(command, str) and not command.strip():
+        found.append(f"{here}.command: empty")
+    if isinstance(tasks, str) and check_files:
+        # Read on the control host when the hook fires, mid-rollout: a file that is not there is known now.
+        if not (tasks.startswith("~") or os.path.isabs(tasks)):
+            found.append(
+                f"{here}.tasks: give the task file's absolute path on the control host, not {tasks!r} (a relative "
+                "path would be looked for inside cargoship's own hooks role)"
+            )
+        elif not os.path.isfile(os.path.expanduser(tasks)):
+            found.append(f"{here}.tasks: no such file on the control host: {tasks}")
     return found
 
 

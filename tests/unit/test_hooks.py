@@ -37,6 +37,29 @@ def test_bad_hooks_are_rejected_naming_the_key_path(hooks, message):
     assert message in str(error.value)
 
 
+def test_a_hooks_task_file_must_be_on_the_control_host_by_its_absolute_path(tmp_path):
+    """Read when the hook fires, in the middle of a rollout: a file that is not there, or a relative path
+    (which include_tasks would look for inside the hooks role), is an input error before the run."""
+    present = tmp_path / "smoke.yml"
+    present.write_text("- ansible.builtin.ping:\n")
+    hooks = {
+        "cluster_ready": [
+            {"name": "present", "tasks": str(present)},
+            {"name": "missing", "tasks": str(tmp_path / "missing.yml")},
+            {"name": "relative", "tasks": "hooks/smoke.yml"},
+            {"name": "blank", "command": "  "},
+        ]
+    }
+    assert _hooks.problems(hooks, PHASES, check_files=True) == [
+        f'cargoship_hooks["cluster_ready"][1].tasks: no such file on the control host: {tmp_path}/missing.yml',
+        'cargoship_hooks["cluster_ready"][2].tasks: give the task file\'s absolute path on the control host, not '
+        "'hooks/smoke.yml' (a relative path would be looked for inside cargoship's own hooks role)",
+        'cargoship_hooks["cluster_ready"][3].command: empty',
+    ]
+    # In the middle of a run (the phase steps' own check), files are not looked at again.
+    assert len(_hooks.problems(hooks, PHASES)) == 1
+
+
 def test_an_unquoted_on_key_gets_a_clear_error():
     hooks = yaml.safe_load("cluster_ready:\n  - name: x\n    command: a\n    on: control\n")
     with pytest.raises(ValueError) as error:
