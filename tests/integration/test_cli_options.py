@@ -83,6 +83,7 @@ def test_vaulted_registry_password_reaches_the_host_and_nowhere_else(fleet, tmp_
     private = {"TMPDIR": str(scratch)}
     missing = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run", env=private)
     assert missing.returncode != 0
+    assert "give their password with --ask-vault-pass" in missing.stderr, missing.stdout + missing.stderr
     dry = cargoship(
         "engine-config-sync",
         "-i",
