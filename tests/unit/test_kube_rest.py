@@ -226,7 +226,7 @@ def test_a_server_that_closes_during_the_tls_handshake_is_tried_again_until_the_
     def close_each_after_its_hello():
         while True:
             try:
-                connection, _ = listener.accept()
+                connection, _peer = listener.accept()
             except OSError:
                 return
             accepted.append(1)
