@@ -4,9 +4,10 @@ A run works in directories of its own there: the run's directory (ansible-runner
 the hosts, tasks and diffs of the run), the directory of its SSH master connections, and its lock
 keeper's spool (the hosts' lock-touch commands). The run removes them when it ends, also on Ctrl-C or
 SIGTERM; a SIGKILL, the kernel's OOM killer or a lost machine leaves them behind, and they pile up run
-after run. So each run claims its directories (an owner file naming its process and that process's
-start time, which tells a reused process id apart) and the next run of the same user removes the ones
-whose owner is gone. A directory without an owner file (a run that is just making it, another tool's)
+after run. So each run claims its directories (an owner file naming its process, that process's start
+time, which tells a reused process id apart, and the boot and pid namespace both belong to) and the next
+run of the same user removes the ones whose owner is gone. An owner in another pid namespace (a container
+sharing the temporary directory) cannot be looked at, and its directories stay. A directory without an owner file (a run that is just making it, another tool's)
 is left alone, as is anything not a plain directory of this user's.
 """
 
@@ -44,11 +45,29 @@ def process_start(pid: int) -> str | None:
     return fields[19]
 
 
+def boot_id() -> str:
+    """This boot of the machine: process ids and start times mean something only within one."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip() or "-"
+    except OSError:
+        return "-"
+
+
+def pid_namespace() -> str:
+    """Which process ids this process sees: a temporary directory shared with a container sees other ones."""
+    try:
+        return os.readlink("/proc/self/ns/pid").replace(" ", "")
+    except OSError:
+        return "-"
+
+
 def claim(directory: Path) -> None:
-    """Name this process as the directory's owner (a new file, 0600, never through a planted link)."""
+    """Name this process as the directory's owner (a new file, 0600, never through a planted link): its pid
+    and start time, and the boot and pid namespace they belong to."""
     fd = os.open(directory / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as handle:
-        handle.write(f"{os.getpid()} {process_start(os.getpid())}\n")
+        handle.write(f"{os.getpid()} {process_start(os.getpid())} {boot_id()} {pid_namespace()}\n")
 
 
 def disown(directory: Path) -> None:
@@ -57,16 +76,22 @@ def disown(directory: Path) -> None:
 
 
 def owner_gone(directory: Path) -> bool:
-    """True only if the directory names an owner and that process no longer runs."""
+    """True only if the directory names an owner and that process no longer runs: its boot is over, or, in
+    the pid namespace of this process, no process of that id and start time runs. An owner in another pid
+    namespace (a container sharing the temporary directory) cannot be looked at: its directory stays."""
     try:
         fd = os.open(directory / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW)
         with os.fdopen(fd, encoding="ascii") as handle:
             if os.fstat(handle.fileno()).st_uid != os.geteuid():
                 return False
-            pid, start = handle.read(64).split()
-        return process_start(int(pid)) != start
+            pid, start, boot, namespace = handle.read(256).split()
     except (OSError, ValueError):
         return False
+    if boot != boot_id():
+        return boot_id() != "-"
+    if namespace != pid_namespace() or namespace == "-":
+        return False
+    return process_start(int(pid)) != start
 
 
 def keeper_gone(spool: Path) -> bool:

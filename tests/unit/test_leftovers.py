@@ -18,9 +18,12 @@ def dead_pid() -> int:
     return child.pid
 
 
-def owned_by(directory: Path, pid: int, start: str | None) -> Path:
+def owned_by(
+    directory: Path, pid: int, start: str | None, boot: str | None = None, namespace: str | None = None
+) -> Path:
     directory.mkdir()
-    (directory / leftovers.OWNER_FILE).write_text(f"{pid} {start}\n")
+    boot, namespace = boot or leftovers.boot_id(), namespace or leftovers.pid_namespace()
+    (directory / leftovers.OWNER_FILE).write_text(f"{pid} {start} {boot} {namespace}\n")
     (directory / "artifacts").mkdir()
     (directory / "artifacts" / "event.json").write_text("{}")
     return directory
@@ -53,6 +56,14 @@ def test_a_reused_pid_does_not_keep_a_dead_runs_directory(tmp_path):
     assert sweep(tmp_path) == ["cargoship-run-reused"]
 
 
+def test_an_owner_of_an_earlier_boot_is_gone_and_one_of_another_pid_namespace_is_left_alone(tmp_path):
+    # A directory left before the machine restarted (a /tmp that survives reboots), whatever its pid; one
+    # a run in a container wrote into a shared /tmp, whose pids this process cannot look at.
+    owned_by(tmp_path / "cargoship-run-before-reboot", os.getpid(), "1", boot="an-earlier-boot")
+    owned_by(tmp_path / "cargoship-run-container", dead_pid(), "1", namespace="pid:[1]")
+    assert sweep(tmp_path) == ["cargoship-run-before-reboot"]
+
+
 def test_what_is_not_plainly_a_dead_runs_own_directory_stays(tmp_path):
     # Being made right now (no owner file yet), not ours by its name, a symbolic link to a dead run's
     # directory, a file: none of it is removed.
@@ -70,8 +81,9 @@ def test_what_is_not_plainly_a_dead_runs_own_directory_stays(tmp_path):
 
 def test_the_owner_file_names_this_process_as_it_started(tmp_path):
     leftovers.claim(tmp_path)
-    pid, start = (tmp_path / leftovers.OWNER_FILE).read_text().split()
+    pid, start, boot, namespace = (tmp_path / leftovers.OWNER_FILE).read_text().split()
     assert int(pid) == os.getpid() and start == leftovers.process_start(os.getpid())
+    assert boot == leftovers.boot_id() != "-" and namespace == leftovers.pid_namespace() != "-"
     assert not leftovers.owner_gone(tmp_path)
     assert (tmp_path / leftovers.OWNER_FILE).stat().st_mode & 0o777 == 0o600
     leftovers.disown(tmp_path)
