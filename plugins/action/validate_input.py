@@ -220,6 +220,13 @@ def plan_problems(variables, check_mode: bool) -> list[tuple[str, str | None]]:
         )
     if (plan_out is not None or plan_file is not None) and variables.get("cargoship_phase"):
         found.append("cargoship_phase: a plan covers a whole run; it cannot be written or applied with one phase alone")
+    if isinstance(plan_out, str):
+        # Written at the end of the dry run: a place it cannot go is known before the run.
+        target = os.path.abspath(os.path.expanduser(plan_out))
+        if os.path.isdir(target):
+            found.append(f"cargoship_plan_out: {plan_out} is a directory; name the plan file to write")
+        elif not os.path.isdir(os.path.dirname(target)):
+            found.append(f"cargoship_plan_out: no such directory {os.path.dirname(target)} on the control host")
     if isinstance(plan_file, str) and (isinstance(digest, str) or digest is None):
         try:
             _plan.load(plan_file, digest)

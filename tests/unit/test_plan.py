@@ -236,6 +236,13 @@ def test_a_plan_given_where_it_cannot_serve_is_refused_before_any_host_is_touche
     ]
     other = problems(cargoship_plan_file=str(path), cargoship_plan_digest="sha256:" + "0" * 64)
     assert len(other) == 1 and "is not the reviewed plan" in other[0]
+    # Where the dry run cannot write it at its end, known before it starts (ansible-playbook users too).
+    assert problems(True, cargoship_plan_out=str(tmp_path / "no-dir" / "p.plan")) == [
+        f"cargoship_plan_out: no such directory {tmp_path / 'no-dir'} on the control host"
+    ]
+    assert problems(True, cargoship_plan_out=str(tmp_path)) == [
+        f"cargoship_plan_out: {tmp_path} is a directory; name the plan file to write"
+    ]
     missing = problems(cargoship_plan_file=str(tmp_path / "none.plan"))
     assert missing == [f"cargoship_plan_file: cannot read the plan {tmp_path / 'none.plan'}: No such file or directory"]
     # The restart mode is one of two words.
