@@ -111,8 +111,10 @@ def execute(title: str, extravars: dict, asked: CommandLine, changes_hosts: bool
         errors.print(f"ansible-playbook ended (rc={outcome.rc}) before producing a report:")
         for line in outcome.ansible_errors or ["(no error message; rerun with -v to see Ansible's output)"]:
             errors.print(f"  {line}")
-        for hint in hints(outcome.ansible_errors):
-            errors.print(hint)
+    # A whole vaulted file stops Ansible before the report; a vaulted value, the input check, in the report.
+    reported = [str(e.get("message", "")) for e in (outcome.report or {}).get("errors") or [] if isinstance(e, dict)]
+    for hint in hints(outcome.ansible_errors + reported):
+        errors.print(hint)
     if outcome.log:
         errors.print(f"Ansible's output of this run is kept in {outcome.log}")
     for node, state in ((outcome.report or {}).get("nodes_left_mid_sync") or {}).items():

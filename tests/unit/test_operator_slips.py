@@ -692,14 +692,31 @@ def test_unlock_with_a_limit_matching_no_host_says_so(tmp_path):
     assert "leaves us with no hosts to target" in result.stderr
 
 
-@pytest.mark.parametrize(("given", "hint"), [(None, "--ask-vault-pass"), ("wrong", "does not open")])
-def test_a_vaulted_inventory_without_its_password_gets_a_hint(tmp_path, given, hint):
+@pytest.mark.parametrize(
+    ("given", "whole", "hint"),
+    [
+        (None, True, "--ask-vault-pass"),
+        ("wrong", True, "does not open"),
+        (None, False, "--ask-vault-pass"),
+    ],
+    ids=["file-no-password", "file-wrong-password", "value-no-password"],
+)
+def test_a_vaulted_inventory_without_its_password_gets_a_hint(tmp_path, given, whole, hint):
+    """A whole vaulted file stops Ansible as it reads the inventory; a vaulted value (encrypt_string) stops
+    the input check, which cannot read the variable: both say which option gives the password."""
     from ansible.constants import DEFAULT_VAULT_ID_MATCH
     from ansible.parsing.vault import VaultLib, VaultSecret
 
     inventory = bad_inventory(tmp_path, {})
     vault = VaultLib([(DEFAULT_VAULT_ID_MATCH, VaultSecret(b"right"))])
-    (tmp_path / "group_vars" / "workers.yml").write_bytes(vault.encrypt("registry_password: s3cr3t-c4n4ry\n"))
+    if whole:
+        (tmp_path / "group_vars" / "workers.yml").write_bytes(vault.encrypt("registry_password: s3cr3t-c4n4ry\n"))
+    else:
+        value = vault.encrypt("s3cr3t-c4n4ry").decode().replace("\n", "\n      ")
+        (tmp_path / "group_vars" / "workers.yml").write_text(
+            "cargoship_registries:\n  configs:\n    r.example:\n      auth:\n        username: u\n"
+            f"        password: !vault |\n          {value.replace(chr(10) + '      ', chr(10) + '          ')}\n"
+        )
     args = ["engine-config-sync", "-i", str(inventory), "--dry-run"]
     if given:
         (tmp_path / "pw").write_text(given)
@@ -707,3 +724,4 @@ def test_a_vaulted_inventory_without_its_password_gets_a_hint(tmp_path, given, h
     result = cargoship(*args)
     assert result.returncode == 1, result.stdout + result.stderr
     assert hint in result.stderr and "c4n4ry" not in result.stdout + result.stderr
+    assert whole or "cargoship_registries: its value cannot be read" in result.stdout + result.stderr
