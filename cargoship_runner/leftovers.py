@@ -33,16 +33,8 @@ def keeper_prefix() -> str:
 
 
 def process_start(pid: int) -> str | None:
-    """The start time of a live process (clock ticks since boot, /proc/PID/stat field 22), else None."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError, ValueError):
-        return None
-    # fields[0] is the state (field 3); a zombie has exited already.
-    if len(fields) < 20 or fields[0] == "Z":
-        return None
-    return fields[19]
+    """The start time of a live process, else None (the lock keeper's reading of /proc/PID/stat)."""
+    return lock_keeper().process_start(pid)
 
 
 def boot_id() -> str:

@@ -328,18 +328,20 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
         report = json.loads(report_path.read_text()) if report_path.exists() else None
         unreachable = sorted((runner.stats or {}).get("dark", {}) or {})
         failed = runner.rc != 0 or report is None or interrupted.is_set() or handler.failed
+        # Ansible's output of a run that did not succeed, read and masked once for its log and its error lines.
+        output = masked_stdout(runner) if failed else None
         return RunOutcome(
             rc=(runner.rc or (1 if handler.failed else 0)) if runner.rc is not None else 1,
             report=report,
             unreachable=unreachable,
             run_id=run_id,
             interrupted=interrupted.is_set(),
-            ansible_errors=error_lines(runner) if failed else [],
+            ansible_errors=error_lines(output) if output is not None else [],
             artifacts=private if options.keep_artifacts else None,
             keeper_stop=(private / "keeper-stop.txt").read_text().strip()
             if (private / "keeper-stop.txt").exists()
             else None,
-            log=keep_log(runner, run_id, options.playbook) if failed else None,
+            log=keep_log(output, run_id, options.playbook) if output is not None else None,
             handler_error=handler.error,
         )
     finally:
@@ -436,11 +438,17 @@ def log_directory() -> Path:
     return Path(state) / "cargoship" / "logs"
 
 
-def keep_log(runner, run_id: str, playbook: str) -> Path | None:
-    """Ansible's output of a run that did not succeed, kept private (0600 in a 0700 directory)."""
+def masked_stdout(runner) -> str | None:
+    """ansible-playbook's output of the run as the command shows or keeps it (masked_output); None if none."""
     source = Path(runner.config.artifact_dir) / "stdout"
-    if not source.is_file():
+    try:
+        return masked_output(source.read_text(errors="replace"))
+    except OSError:
         return None
+
+
+def keep_log(output: str, run_id: str, playbook: str) -> Path | None:
+    """Ansible's (masked) output of a run that did not succeed, kept private (0600 in a 0700 directory)."""
     directory = log_directory()
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     # Never through a link (the directory, or a file planted under the run's name), never into a
@@ -449,20 +457,16 @@ def keep_log(runner, run_id: str, playbook: str) -> Path | None:
     if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
         return None
     try:
-        return private_file(directory / f"{run_id}-{playbook}.log", masked_output(source.read_text(errors="replace")))
+        return private_file(directory / f"{run_id}-{playbook}.log", output)
     except FileExistsError:
         return None
 
 
-def error_lines(runner) -> list[str]:
-    """The error and origin lines of ansible-playbook's output. The source excerpt Ansible prints under
-    an error is left out: it quotes the user's file, which may hold a credential."""
-    try:
-        text = runner.stdout.read()
-    except (OSError, AttributeError):
-        return []
+def error_lines(output: str) -> list[str]:
+    """The error and origin lines of ansible-playbook's (masked) output. The source excerpt Ansible prints
+    under an error is left out by the masking: it quotes the user's file, which may hold a credential."""
     kept, in_error = [], False
-    for line in masked_output(text).splitlines():
+    for line in output.splitlines():
         if line.strip().startswith(("[ERROR]", "ERROR!", "Origin:")):
             kept.append(line.strip())
             in_error = line.strip().startswith(("[ERROR]", "ERROR!"))

@@ -24,6 +24,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_access impo
     LibraryMissing,
     api_client,
     describe,
+    kubeconfig_files,
 )
 from ansible_collections.cargoship.engine.plugins.plugin_utils import _hooks, _plan
 from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases
@@ -235,10 +236,11 @@ def plan_problems(variables, check_mode: bool) -> list[tuple[str, str | None]]:
     return [(message, None) for message in found]
 
 
-def api_access_problem(kubeconfig: object, context: object) -> str | None:
-    """Whether the API connection the run's control-host modules will make can be set up (the kubeconfig
-    there, readable and with the context named): all of it local, known before any host is contacted. The
-    options come as the modules take them: the inventory's, else kubernetes.core's environment variables."""
+def api_access_problem(kubeconfig: object, context: object) -> tuple[str, str] | None:
+    """Why the API connection the run's control-host modules will make cannot be set up (the kubeconfig
+    there, readable and with the context named), with the variable to blame; None if it can. All of it is
+    local, known before any host is contacted. The options come as the modules take them: the inventory's,
+    else kubernetes.core's environment variables."""
     if not isinstance(kubeconfig, (str, type(None))) or not isinstance(context, (str, type(None))):
         return None  # named by the option checks
     params = {key: os.environ.get(spec["fallback"][1][0]) for key, spec in ARGUMENT_SPEC.items()}
@@ -252,7 +254,10 @@ def api_access_problem(kubeconfig: object, context: object) -> str | None:
     except LibraryMissing:
         return None  # the module says so, with how to install it
     except Exception as exc:  # the kubeconfig loader's kinds: a missing file, bad YAML, an unknown context
-        return f"the Kubernetes API cannot be reached with {describe(params)}: {exc}"
+        # With the files there, what is left to blame is the context named.
+        files_there = all(os.path.isfile(path) for path in kubeconfig_files(params))
+        name = "cargoship_api_context" if context and files_there else "cargoship_api_kubeconfig"
+        return name, f"the Kubernetes API cannot be reached with {describe(params)}: {exc}"
     return None
 
 
@@ -290,12 +295,8 @@ class ActionModule(ActionBase):
         for (kubeconfig, context), on in access.items():
             problem = api_access_problem(kubeconfig, context)
             if problem:
-                name = (
-                    "cargoship_api_context"
-                    if context and "context" in problem.rsplit(":", 1)[-1]
-                    else "cargoship_api_kubeconfig"
-                )
-                problems.setdefault((f"{name}: {problem}", None), []).extend(on)
+                name, why = problem
+                problems.setdefault((f"{name}: {why}", None), []).extend(on)
         # The plan's variables are the run's: read as the run's tasks read them (extra vars, and the vars of a
         # play that imports the playbook, which hostvars do not show).
         try:

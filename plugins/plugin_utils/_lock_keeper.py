@@ -47,13 +47,19 @@ FAILED_ROUNDS_ALLOWED = 2
 KEEPER_START_SECONDS = 2.0
 
 
-def alive(pid: int) -> bool:
+def process_start(pid: int) -> str | None:
+    """The start time of a live process (clock ticks since boot, /proc/PID/stat field 22), else None."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
             # The state follows the command name in parentheses; a zombie has exited already.
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+            fields = handle.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, ValueError):
+        return None
+    return fields[19] if len(fields) > 19 and fields[0] != "Z" else None
+
+
+def alive(pid: int) -> bool:
+    return process_start(pid) is not None
 
 
 class UnsafeSpool(Exception):

@@ -583,7 +583,9 @@ class Store:
                 missing = int(rs.get("spec", {}).get("replicas", 1)) - len(owned)
                 # A template that names its node binds its pods there: nodeName bypasses the scheduler
                 # (kubernetes.io/docs/concepts/scheduling-eviction/assign-pod-node/#nodename), Ready node or
-                # not; on a node that is not Ready no kubelet starts the pod, and it stays Pending.
+                # not; on a node that is not Ready no kubelet starts the pod, and it stays Pending (a pod is
+                # Pending until its node's kubelet has started its containers:
+                # kubernetes.io/docs/concepts/workloads/pods/pod-lifecycle/#pod-phase).
                 bound = rs.get("spec", {}).get("template", {}).get("spec", {}).get("nodeName")
                 for _replica in range(max(0, missing)):
                     name = f"{rs['metadata']['name']}-{uuid.uuid4().hex[:5]}"

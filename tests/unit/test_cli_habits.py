@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 from click.testing import CliRunner
 
@@ -146,26 +148,27 @@ def test_the_inventorys_own_switches_stand_unless_the_command_line_says_otherwis
     assert phase["cargoship_phase"] == "kubeconfig" and "cargoship_kubeconfig_update" not in phase
 
 
-def test_an_errors_own_further_lines_are_kept_and_the_quoted_source_still_withheld():
+def test_an_errors_own_further_lines_are_kept_and_the_quoted_source_still_withheld(tmp_path):
     """A run that ends before its report shows Ansible's error lines: a message of several lines (every
     problem of an input check) whole, never the source lines quoted under its origin."""
-    from cargoship_runner.runner import error_lines
+    from cargoship_runner.runner import error_lines, masked_stdout
 
-    class Finished:
-        stdout = __import__("io").StringIO(
-            "TASK [Validate] ***\n"
-            "[ERROR]: Task failed: Action failed: invalid input (2 problems); no host was contacted:\n"
-            "  - cargoship_phase: unknown phase 'nope' (every host)\n"
-            "  - cargoship_drain_timeout: expected a whole number of seconds, got 'x' (every host)\n"
-            "Origin: /inv/group_vars/all.yml:4:7\n"
-            "\n"
-            "3   registry_password: hunter2\n"
-            "        ^ column 7\n"
-            "fatal: [c1 -> localhost]: FAILED! =>\n"
-            "    msg: invalid input\n"
-        )
-
-    assert error_lines(Finished) == [
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / "stdout").write_text(
+        "TASK [Validate] ***\n"
+        "[ERROR]: Task failed: Action failed: invalid input (2 problems); no host was contacted:\n"
+        "  - cargoship_phase: unknown phase 'nope' (every host)\n"
+        "  - cargoship_drain_timeout: expected a whole number of seconds, got 'x' (every host)\n"
+        "Origin: /inv/group_vars/all.yml:4:7\n"
+        "\n"
+        "3   registry_password: hunter2\n"
+        "        ^ column 7\n"
+        "fatal: [c1 -> localhost]: FAILED! =>\n"
+        "    msg: invalid input\n"
+    )
+    finished = SimpleNamespace(config=SimpleNamespace(artifact_dir=str(artifacts)))
+    assert error_lines(masked_stdout(finished)) == [
         "[ERROR]: Task failed: Action failed: invalid input (2 problems); no host was contacted:",
         "  - cargoship_phase: unknown phase 'nope' (every host)",
         "  - cargoship_drain_timeout: expected a whole number of seconds, got 'x' (every host)",

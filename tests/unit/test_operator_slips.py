@@ -576,7 +576,7 @@ def test_local_outputs_never_follow_a_planted_link(tmp_path, monkeypatch):
     artifacts = tmp_path / "artifacts"
     artifacts.mkdir()
     (artifacts / "stdout").write_text("ansible output\n")
-    run = SimpleNamespace(config=SimpleNamespace(artifact_dir=str(artifacts)))
+    run = runner.masked_stdout(SimpleNamespace(config=SimpleNamespace(artifact_dir=str(artifacts))))
     state = tmp_path / "state"
     (state / "cargoship").mkdir(parents=True)
     (state / "cargoship" / "logs").symlink_to(tmp_path)
