@@ -113,3 +113,29 @@ def test_the_kubernetes_action_group_holds_exactly_the_modules_with_the_api_conn
         in yaml.safe_load(documentation(path)).get("extends_documentation_fragment", [])
     )
     assert sorted(group) == with_api and "kubeconfig" in ARGUMENT_SPEC
+
+
+def test_every_filter_is_documented_with_the_options_its_function_takes():
+    """`ansible-doc -t filter` reads a filter's documentation from a YAML file named after it, beside the plugin
+    file; a filter without one shows as UNDOCUMENTED. Its options must be the function's parameters, in order."""
+    import inspect
+
+    import yaml
+
+    from ansible_collections.cargoship.engine.plugins.filter.phase_rules import FilterModule
+
+    root = Path(__file__).resolve().parents[2] / "plugins" / "filter"
+    filters = FilterModule().filters()
+    assert sorted(path.stem for path in root.glob("*.yml")) == sorted(filters)
+    for name, function in filters.items():
+        doc = yaml.safe_load((root / f"{name}.yml").read_text())
+        assert {"DOCUMENTATION", "EXAMPLES", "RETURN"} <= doc.keys(), name
+        assert doc["DOCUMENTATION"]["name"] == name and f"cargoship.engine.{name}" in doc["EXAMPLES"]
+        params = list(inspect.signature(function).parameters)
+        options = doc["DOCUMENTATION"]["options"]
+        assert list(options) == ["_input", *params[1:]], name
+        positional = [p.strip() for p in doc["DOCUMENTATION"].get("positional", "").split(",") if p.strip()]
+        assert positional == params[1:], name
+        for param, option in zip(params[1:], list(options.values())[1:], strict=True):
+            default = inspect.signature(function).parameters[param].default
+            assert option.get("required", False) == (default is inspect.Parameter.empty), (name, param)
