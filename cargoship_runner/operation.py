@@ -239,6 +239,9 @@ HINTS = {
     "--vault-password-file FILE or --vault-id",
     "Decryption failed": "a vaulted value does not open with the password given: check --vault-password-file "
     "or --vault-id (one per vault id the inventory uses)",
+    # Ansible templates every string of the inventory: a password or a URL holding {{, {% or {# fails to read.
+    "Syntax error in template": "Ansible reads a value holding {{, {% or {# as a template: a value meant as it "
+    "is written (a password, say) is marked in YAML with !unsafe, as in  password: !unsafe 'ab{{cd'",
 }
 
 

@@ -725,3 +725,18 @@ def test_a_vaulted_inventory_without_its_password_gets_a_hint(tmp_path, given, w
     assert result.returncode == 1, result.stdout + result.stderr
     assert hint in result.stderr and "c4n4ry" not in result.stdout + result.stderr
     assert whole or "cargoship_registries: its value cannot be read" in result.stdout + result.stderr
+
+
+def test_a_value_that_reads_as_a_broken_template_is_named_with_the_unsafe_hint_and_never_shown(tmp_path):
+    """Ansible templates the inventory's strings: a registry password holding ``{{`` fails to read. The input
+    check names the variable, the hint says how to write it literally, and the value appears nowhere."""
+    inventory = bad_inventory(tmp_path, {})
+    (tmp_path / "group_vars" / "workers.yml").write_text(
+        "cargoship_registries:\n  configs:\n    r.example:\n      auth:\n        username: u\n"
+        "        password: 'c4n4ry{{x'\n"
+    )
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown
+    assert "cargoship_registries: its value cannot be read: Syntax error in template" in shown
+    assert "marked in YAML with !unsafe" in result.stderr and "c4n4ry" not in shown
