@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import sys
@@ -324,7 +325,11 @@ def phase_run(name, force, keep_existing, **run):
     """
     known = [p["name"] for p in phases()]
     if name not in known:
-        errors.print(f"unknown phase {name!r}; the phases are: {', '.join(known)} (see `cargoship phase list`)")
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        errors.print(
+            f"unknown phase {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+            + f"; the phases are: {', '.join(known)} (see `cargoship phase list`)"
+        )
         sys.exit(EXIT_USAGE)
     # A phase asked for by name runs (kubeconfig and label_nodes included: their roles see cargoship_phase).
     # --force and --keep-existing are sent only when given: otherwise the inventory's own settings stand.
@@ -446,8 +451,6 @@ def status(inventory, vault_password_file, vault_ids, extra_vars, as_json, detai
     if as_json:
         print(json.dumps(found["fleet"], indent=2, sort_keys=True))
     else:
-        # Not a terminal: lines as long as they are, never folded at 80 columns.
-        console.soft_wrap = not sys.stdout.isatty()
         for line in found["lines"]:
             console.print(styled(line))  # text as it is: host and node names are never markup
     if detailed_exitcode and not found["fleet"]["converged"]:

@@ -42,7 +42,7 @@ def render_report(report: dict, output: str = "table") -> None:
             Text(status, style=STATUS_STYLE.get(status, "")),
             Text("\n".join(lines)),
         )
-    console.print(table)
+    console.print(table, soft_wrap=False)
 
 
 def render_diffs(report: dict) -> None:

@@ -293,7 +293,7 @@ def test_an_unknown_phase_is_refused_with_the_list(tmp_path):
     inventory = bad_inventory(tmp_path, {})
     result = cargoship("phase", "run", "sync_wroker", "-i", str(inventory), "--dry-run")
     assert result.returncode == 64
-    assert "unknown phase 'sync_wroker'; the phases are: connect, detect_os" in result.stderr
+    assert "unknown phase 'sync_wroker' (did you mean sync_worker?); the phases are: connect, detect_os" in result.stderr
 
 
 def test_every_problem_of_the_desired_state_is_found_at_once():
@@ -740,3 +740,16 @@ def test_a_value_that_reads_as_a_broken_template_is_named_with_the_unsafe_hint_a
     assert result.returncode == 1, shown
     assert "cargoship_registries: its value cannot be read: Syntax error in template" in shown
     assert "marked in YAML with !unsafe" in result.stderr and "c4n4ry" not in shown
+
+
+def test_the_phase_list_in_a_pipe_keeps_each_line_whole():
+    """Off a terminal the command prints each line as long as it is: rich folded the lock phase's dry-run line
+    at 80 columns ("stale (and" / "whose) or held"), so a grep for it found half."""
+    from cargoship_runner.collection import phases
+
+    result = cargoship("phase", "list")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for phase in (p for p in phases() if p["assessment"]):
+        assert f"      dry run: {phase['dry_run_label']} ({phase['assessment']})" in lines, phase["name"]
+    assert any(len(line) > 80 for line in lines)
