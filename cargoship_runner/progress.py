@@ -23,6 +23,7 @@ class Progress:
         self.per_node = {p["name"] for p in declared if p.get("per_node")}
         self.current: dict[str, str] = {}
         self.announced: set[str] = set()
+        self.told: list[str] = []  # the failures shown, so that the run's closing restatement is not shown again
 
     @property
     def in_flight(self) -> list[str]:
@@ -62,7 +63,10 @@ class Progress:
         input_errors = isinstance(result, dict) and "input_errors" in result
         if kind in ("runner_on_failed", "runner_on_unreachable") and not data.get("ignore_errors") and not input_errors:
             message = result.get("msg", "") if isinstance(result, dict) else ""
-            errors.print(styled("  ", (f"{data.get('task', '')} failed on {host}", "red"), f": {message}"))
+            # The run ends failed with "the run stopped after a failure: <host>: <what failed>": shown already.
+            if not (message and any(told in message for told in self.told)):
+                self.told.append(message)
+                errors.print(styled("  ", (f"{data.get('task', '')} failed on {host}", "red"), f": {message}"))
         return True
 
     def reached(self, host: str, role: str) -> None:

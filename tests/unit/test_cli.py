@@ -55,6 +55,24 @@ def test_progress_has_a_line_per_phase_and_a_line_per_node_only_where_nodes_go_o
     assert lines == [["connect"], ["sync_worker", "w1"], ["sync_worker", "w2"], ["sync_worker", "w3"]]
 
 
+def test_a_failure_is_shown_once_and_not_again_in_the_runs_closing_restatement(capsys):
+    """The playbook ends a failed run with "the run stopped after a failure: <host>: <what failed>", which the
+    report's error line says too: the progress shows each failure once, and every different one."""
+    progress = Progress()
+
+    def failed(host: str, task: str, msg: str) -> None:
+        progress({"event": "runner_on_failed", "event_data": {"host": host, "task": task, "res": {"msg": msg}}})
+
+    failed("c1", "Check the reviewed plan", "the plan is stale")
+    failed("w1", "Drain the node", "a budget refuses")
+    failed("c1", "End the run failed if a phase failed", "the run stopped after a failure: c1: the plan is stale")
+    shown = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0].strip() for line in shown] == [
+        "Check the reviewed plan failed on c1",
+        "Drain the node failed on w1",
+    ]
+
+
 def test_extra_vars_are_read_as_ansible_playbook_reads_them(tmp_path):
     from cargoship_runner.operation import parse_extra_vars
 
