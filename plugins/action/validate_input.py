@@ -65,8 +65,11 @@ def option_problem(name: str, kind: str, value: object, phases: list[dict]) -> l
     # -e name=false gives the string "false": accept Ansible's boolean spellings, as its modules do.
     if kind == "bool" and not isinstance(value, bool) and str(value).lower() not in BOOLEAN_WORDS:
         return [f"{name}: expected true or false, got {value!r}"]
-    if kind == "int" and whole_number(value) is None:
+    if kind in ("int", "timeout") and whole_number(value) is None:
         return [f"{name}: expected a whole number of seconds, got {value!r}"]
+    # 0 is not "no limit" here (as kubectl drain --timeout=0 is): every node with work would give up at once.
+    if kind == "timeout" and whole_number(value) == 0:
+        return [f"{name}: expected 1 s or more, got 0: a wait of 0 s gives up at once (it is not 'no limit')"]
     if kind in ("str", "path") and not isinstance(value, str):
         return [f"{name}: expected a string, got {kind_name(value)}"]
     if kind == "profile" and not (isinstance(value, str) and DNS_LABEL.match(value)):

@@ -38,6 +38,7 @@ UNSET = _Unset()  # no default: the variable is optional (left out when not give
 SPEC_TYPES = {
     "bool": "bool",
     "int": "int",
+    "timeout": "int",
     "str": "str",
     "path": "path",
     "profile": "str",
@@ -187,7 +188,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "cargoship_drain_timeout",
-        "int",
+        "timeout",
         "rollout",
         "Seconds a drain may take (evictions a PodDisruptionBudget refuses are retried every 5 s) before the "
         "node is uncordoned, untouched, and the run fails.",
@@ -215,7 +216,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "cargoship_service_timeout",
-        "int",
+        "timeout",
         "rollout",
         "Seconds the engine may take to stop, or to start and settle (its own unit would wait for ever).",
         default=300,
@@ -231,7 +232,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "cargoship_ready_timeout",
-        "int",
+        "timeout",
         "rollout",
         "Seconds to wait for a restarted node to be Ready, as reported by a kubelet started after the stop "
         "(and for the cluster to be ready before the hooks of the cluster_ready stage).",
@@ -240,7 +241,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "cargoship_proof_timeout",
-        "int",
+        "timeout",
         "rollout",
         "Seconds to wait, once a restarted node is Ready, for the Kubernetes API to show the evidence that its "
         "engine loaded what was written (its node-args annotation, RKE2's apiserver mirror pod); a node not "

@@ -662,6 +662,23 @@ def test_a_whole_number_given_with_e_as_text_is_accepted_and_anything_else_named
     )
 
 
+def test_a_wait_of_zero_seconds_is_refused_and_a_pause_or_settle_of_zero_is_not():
+    """A run given cargoship_service_timeout=0 stopped a node's engine, gave up at once on the stop, then on the
+    start that was to put it back, and left the node cordoned ("engine NOT back"). kubectl drain reads
+    --timeout=0 as "no limit", so a user may well write 0: every wait of cargoship is refused at 0, before
+    any host; the waits that may be 0 (a pause, a settle time) still are."""
+    phases = validate_input.load_phases()
+    waits = ("cargoship_drain_timeout", "cargoship_service_timeout", "cargoship_ready_timeout", "cargoship_proof_timeout")
+    given = {"cargoship_engine": "k3s", **{name: "0" for name in waits}, "cargoship_engine_settle": 0}
+    given["cargoship_pause_between_nodes"] = "0"
+    found = sorted(item[0] for item in validate_input.host_problems(given, phases))
+    assert found == [
+        f"{name}: expected 1 s or more, got 0: a wait of 0 s gives up at once (it is not 'no limit')"
+        for name in sorted(waits)
+    ]
+    assert validate_input.host_problems({"cargoship_engine": "k3s", **{name: 1 for name in waits}}, phases) == []
+
+
 @pytest.mark.parametrize("key", ["registries", "audit_policy", "pod_security", "chart_values"])
 def test_a_string_other_than_absent_is_one_error_not_two(key):
     """ "Absent" (a capital letter) for a kind the engine reads from a file: named once, as what it is,
