@@ -91,6 +91,12 @@ node_state:
       or V(started)).
   returned: when the engine was stopped or started (not in check mode)
   type: str
+changes:
+  description: What was done to the unit, in the report's words.
+  returned: when the unit was stopped, started or restarted (not in check mode)
+  type: list
+  elements: str
+  sample: [stop k3s-agent]
 """
 
 import datetime
@@ -223,8 +229,14 @@ def main() -> None:
     result = {"stopped_at": now_rfc3339()}
     if state == "stopped":
         module.exit_json(
-            **result, changed=True, state=unit_state(props), restarts=props["NRestarts"], node_state=window.STOPPED
+            **result,
+            changed=True,
+            changes=[f"stop {unit.name}"],
+            state=unit_state(props),
+            restarts=props["NRestarts"],
+            node_state=window.STOPPED,
         )
+    result["changes"] = [f"{'restart' if state == 'restarted' and running else 'start'} {unit.name}"]
     wait_started(module, unit, result)
 
 

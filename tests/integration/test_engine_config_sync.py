@@ -203,6 +203,15 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
     order = sorted(fleet.hosts, key=lambda n: fleet.loaded(n)["started_at"])
     assert order == ["c1", "w1", "w2"]
     assert fleet.sh("c1", "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1, "lock not released"
+    # The report says what was done to each node in its own words, the stop and start of its engine included.
+    done = phase(json.loads((tmp_path / "r.json").read_text()), "sync_worker")["hosts"]["w1"]["changes"]
+    words = [c for c in done if isinstance(c, str)]
+    assert [w for w in words if w.split()[0] in ("cordon", "stop", "start", "uncordon")] == [
+        "cordon",
+        "stop k3s-agent",
+        "start k3s-agent",
+        "uncordon",
+    ], done
 
     def charts() -> list[str]:
         found = fleet.custom.list_namespaced_custom_object("helm.cattle.io", "v1", "kube-system", "helmchartconfigs")
