@@ -70,6 +70,8 @@ class Option:
 
 
 SYNC = ("sync_controller", "sync_worker")
+# A wait's own words on 0, which kubectl drain --timeout reads as "no limit" (validate_input refuses it).
+NOT_ZERO = " At least 1: 0 would give up at once (it does not mean no limit)."
 
 
 def _desired(key: str, description: str, **more) -> Option:
@@ -191,7 +193,7 @@ OPTIONS: tuple[Option, ...] = (
         "timeout",
         "rollout",
         "Seconds a drain may take (evictions a PodDisruptionBudget refuses are retried every 5 s) before the "
-        "node is uncordoned, untouched, and the run fails.",
+        "node is uncordoned, untouched, and the run fails." + NOT_ZERO,
         default=300,
         roles=SYNC,
     ),
@@ -218,7 +220,7 @@ OPTIONS: tuple[Option, ...] = (
         "cargoship_service_timeout",
         "timeout",
         "rollout",
-        "Seconds the engine may take to stop, or to start and settle (its own unit would wait for ever).",
+        "Seconds the engine may take to stop, or to start and settle (its own unit would wait for ever)." + NOT_ZERO,
         default=300,
         roles=SYNC,
     ),
@@ -235,7 +237,7 @@ OPTIONS: tuple[Option, ...] = (
         "timeout",
         "rollout",
         "Seconds to wait for a restarted node to be Ready, as reported by a kubelet started after the stop "
-        "(and for the cluster to be ready before the hooks of the cluster_ready stage).",
+        "(and for the cluster to be ready before the hooks of the cluster_ready stage)." + NOT_ZERO,
         default=180,
         roles=(*SYNC, "hooks:cluster_ready"),
     ),
@@ -245,7 +247,7 @@ OPTIONS: tuple[Option, ...] = (
         "rollout",
         "Seconds to wait, once a restarted node is Ready, for the Kubernetes API to show the evidence that its "
         "engine loaded what was written (its node-args annotation, RKE2's apiserver mirror pod); a node not "
-        "proven by then is rolled back.",
+        "proven by then is rolled back." + NOT_ZERO,
         default=60,
         roles=SYNC,
     ),

@@ -15,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 AGREES = {
     "bool": {"bool"},
     "int": {"int"},
+    "timeout": {"int"},
     "str": {"str"},
     "path": {"path"},
     "profile": {"str"},
