@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import os
 
+from ansible import constants as C
 from ansible.errors import AnsibleError
 from ansible.plugins.action import ActionBase
 
@@ -264,6 +265,41 @@ def api_access_problem(kubeconfig: object, context: object) -> tuple[str, str] |
     return None
 
 
+# The connections the run's lock keeper can use (plugins/action/lock_heartbeat.py): it touches each host's lock
+# for as long as the run lives, with the ssh command Ansible's own ssh connection builds, or on the node itself.
+SSH_CONNECTIONS = ("ssh", "ansible.builtin.ssh", "smart")
+LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
+PASSWORD_VARIABLES = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
+
+
+def connection_problems(variables, ask_pass: bool = False) -> list[tuple[str, str | None]]:
+    """How a host is reached, if the run's lock keeper could not reach it in the same way: known on the control
+    host; found otherwise only once every host is locked."""
+    connection = variables.get("ansible_connection") or C.DEFAULT_TRANSPORT
+    if connection in LOCAL_CONNECTIONS:
+        return []
+    if connection not in SSH_CONNECTIONS:
+        return [
+            (
+                f"ansible_connection: {connection!r} is not a connection cargoship can use: the run keeps its lock "
+                "on each host fresh over ssh (or local, on the node itself)",
+                origin_of(connection),
+            )
+        ]
+    given = next((name for name in PASSWORD_VARIABLES if variables.get(name)), None)
+    if given is None and not ask_pass:
+        return []
+    how = given or "the connection password (--ask-pass, --connection-password-file)"
+    return [
+        (
+            f"{how}: SSH with a password is not supported: the run keeps its lock on each host fresh with ssh "
+            "commands of its own, which cannot answer a password prompt; log in with an SSH key "
+            "(ansible_ssh_private_key_file, or an ssh-agent)",
+            origin_of(variables.get(given)) if given else None,
+        )
+    ]
+
+
 def shown(hosts: list[str], every: int) -> str:
     text = hosts_text(hosts, every)
     return text if text == "every host" else f"host{'s' if len(hosts) > 1 else ''} {text}"
@@ -283,6 +319,7 @@ class ActionModule(ActionBase):
         for host in hosts:
             try:
                 found = host_problems(hostvars[host], phases)
+                found += connection_problems(hostvars[host], bool(self._play_context.password))
             except AnsibleError as exc:  # a variable that cannot be templated
                 found = [(f"a variable cannot be read: {exc.message}", None)]
             for problem in found:

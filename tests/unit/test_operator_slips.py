@@ -293,7 +293,9 @@ def test_an_unknown_phase_is_refused_with_the_list(tmp_path):
     inventory = bad_inventory(tmp_path, {})
     result = cargoship("phase", "run", "sync_wroker", "-i", str(inventory), "--dry-run")
     assert result.returncode == 64
-    assert "unknown phase 'sync_wroker' (did you mean sync_worker?); the phases are: connect, detect_os" in result.stderr
+    assert (
+        "unknown phase 'sync_wroker' (did you mean sync_worker?); the phases are: connect, detect_os" in result.stderr
+    )
 
 
 def test_every_problem_of_the_desired_state_is_found_at_once():
@@ -668,7 +670,12 @@ def test_a_wait_of_zero_seconds_is_refused_and_a_pause_or_settle_of_zero_is_not(
     --timeout=0 as "no limit", so a user may well write 0: every wait of cargoship is refused at 0, before
     any host; the waits that may be 0 (a pause, a settle time) still are."""
     phases = validate_input.load_phases()
-    waits = ("cargoship_drain_timeout", "cargoship_service_timeout", "cargoship_ready_timeout", "cargoship_proof_timeout")
+    waits = (
+        "cargoship_drain_timeout",
+        "cargoship_service_timeout",
+        "cargoship_ready_timeout",
+        "cargoship_proof_timeout",
+    )
     given = {"cargoship_engine": "k3s", **{name: "0" for name in waits}, "cargoship_engine_settle": 0}
     given["cargoship_pause_between_nodes"] = "0"
     found = sorted(item[0] for item in validate_input.host_problems(given, phases))
@@ -770,3 +777,26 @@ def test_the_phase_list_in_a_pipe_keeps_each_line_whole():
     for phase in (p for p in phases() if p["assessment"]):
         assert f"      dry run: {phase['dry_run_label']} ({phase['assessment']})" in lines, phase["name"]
     assert any(len(line) > 80 for line in lines)
+
+
+def test_a_connection_the_lock_keeper_cannot_use_is_an_input_error():
+    """The run keeps each host's lock fresh with ssh commands of its own (or on the node itself): a password
+    login or another connection plugin failed the run only once every host was locked."""
+    assert validate_input.connection_problems({}) == []
+    assert validate_input.connection_problems({"ansible_connection": "local", "ansible_password": "p"}) == []
+    assert validate_input.connection_problems({"ansible_connection": "ansible.builtin.ssh"}) == []
+    ((paramiko, _),) = validate_input.connection_problems({"ansible_connection": "paramiko_ssh"})
+    assert paramiko.startswith("ansible_connection: 'paramiko_ssh' is not a connection cargoship can use")
+    ((password, _),) = validate_input.connection_problems({"ansible_ssh_pass": "s3cr3t"})
+    assert password.startswith("ansible_ssh_pass: SSH with a password is not supported") and "s3cr3t" not in password
+    ((asked, _),) = validate_input.connection_problems({"ansible_password": ""}, ask_pass=True)
+    assert asked.startswith("the connection password (--ask-pass, --connection-password-file): SSH with a password")
+
+
+def test_a_password_login_in_the_inventory_is_refused_before_any_host_naming_its_file(tmp_path):
+    inventory = bad_inventory(tmp_path, {"ansible_password": "c4n4ry-pw"})
+    result = cargoship("engine-config-sync", "-i", str(inventory), "--dry-run")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown
+    assert "ansible_password: SSH with a password is not supported" in shown
+    assert "group_vars/all.yml" in shown and "c4n4ry" not in shown and "UNREACHABLE" not in shown
