@@ -327,7 +327,8 @@ def phase_run(name, force, keep_existing, **run):
     if name not in known:
         close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
         errors.print(
-            f"unknown phase {name!r}" + (f" (did you mean {close[0]}?)" if close else "")
+            f"unknown phase {name!r}"
+            + (f" (did you mean {close[0]}?)" if close else "")
             + f"; the phases are: {', '.join(known)} (see `cargoship phase list`)"
         )
         sys.exit(EXIT_USAGE)

@@ -450,16 +450,23 @@ def masked_stdout(runner) -> str | None:
 def keep_log(output: str, run_id: str, playbook: str) -> Path | None:
     """Ansible's (masked) output of a run that did not succeed, kept private (0600 in a 0700 directory)."""
     directory = log_directory()
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    # Never through a link (the directory, or a file planted under the run's name), never into a
-    # directory that another user could read or own.
-    info = os.lstat(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        # Never through a link (the directory, or a file planted under the run's name), never into a
+        # directory that another user could read or own.
+        info = os.lstat(directory)
+    except OSError:
+        return None  # a home that cannot be written (a read-only container, HOME unset): no log, the errors stand
     if stat.S_ISLNK(info.st_mode) or info.st_uid != os.geteuid() or stat.S_IMODE(info.st_mode) & 0o077:
         return None
     try:
         return private_file(directory / f"{run_id}-{playbook}.log", output)
     except FileExistsError:
         return None
+
+
+# The closing line of a Python traceback: the exception's (dotted) name and its message.
+EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
 
 
 def error_lines(output: str) -> list[str]:
@@ -475,4 +482,8 @@ def error_lines(output: str) -> list[str]:
             kept.append("  " + line.strip())
         else:
             in_error = False
+    if not kept and "Traceback (most recent call last):" in output:
+        # Ansible that fails before it runs anything (a home it cannot write its temporary files in, say)
+        # ends with a traceback: its last line says what went wrong.
+        kept = [line.strip() for line in output.splitlines() if EXCEPTION_LINE.match(line)][-1:]
     return kept

@@ -182,3 +182,24 @@ def test_a_run_whose_stop_signal_came_before_it_began_stops_at_once(tmp_path):
     outcome = runner.run_playbook(options, interrupted=stopped)
     assert outcome.interrupted and outcome.rc != 0
     assert not outcome.unreachable  # cancelled before it reached for the host
+
+
+def test_ansible_failing_before_it_runs_anything_is_named_by_its_exception_and_no_log_is_no_crash(
+    tmp_path, monkeypatch
+):
+    """With a home it cannot write in (a read-only container), Ansible ends with a traceback before any play,
+    and the command kept no log: it said "no error message" at best, and at worst failed on the log's
+    directory with a traceback of its own."""
+    output = (
+        "Traceback (most recent call last):\n"
+        '  File "/x/ansible/utils/path.py", line 90, in makedirs_safe\n'
+        '    raise AnsibleError(f"Unable to create local directories {rpath!r}.") from ex\n'
+        "ansible.errors.AnsibleError: Unable to create local directories '/proc/.ansible/tmp': [Errno 2] nope\n"
+    )
+    assert runner.error_lines(output) == [
+        "ansible.errors.AnsibleError: Unable to create local directories '/proc/.ansible/tmp': [Errno 2] nope"
+    ]
+    assert runner.error_lines("[ERROR]: one\nTraceback (most recent call last):\nValueError: two\n") == ["[ERROR]: one"]
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "a-file" / "state"))
+    assert runner.keep_log("output", "run", "engine_config_sync") is None
