@@ -122,7 +122,9 @@ def map_lines(fleet: dict) -> list[str]:
     """The map as text, one line each: the groups by digest, then the nodes by status."""
     nodes = fleet["nodes"]
     desired = {e["desired"] for e in nodes.values() if e["desired"]}
-    lines = [f"{len(nodes)} nodes in the cluster; the inventory's desired state from its variables"]
+    lines = [
+        f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} in the cluster; the inventory's desired state from its variables"
+    ]
     for digest, names in fleet["by_digest"].items():
         mark = "the inventory's desired state" if digest in desired else "not a desired state of the inventory now"
         lines.append(f"  {short(digest)}  {len(names)} node(s): {', '.join(names)}  ({mark})")

@@ -800,3 +800,41 @@ def test_a_password_login_in_the_inventory_is_refused_before_any_host_naming_its
     assert result.returncode == 1, shown
     assert "ansible_password: SSH with a password is not supported" in shown
     assert "group_vars/all.yml" in shown and "c4n4ry" not in shown and "UNREACHABLE" not in shown
+
+
+@pytest.mark.parametrize("only", ["controllers", "workers"])
+def test_status_maps_an_inventory_with_one_kind_of_node_only(kube, tmp_path, only):
+    """An inventory of controllers alone (a one-node k3s, a control plane) has no workers group at all: the
+    status playbook added the two groups up and failed with a template error instead of a map."""
+    kube.node("n1")
+    (tmp_path / "kubeconfig").write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [
+                    {
+                        "name": "k",
+                        "cluster": {"server": kube.access["host"], "certificate-authority": kube.access["ca_cert"]},
+                    }
+                ],
+                "users": [{"name": "k", "user": {"token": kube.access["api_key"]}}],
+                "contexts": [{"name": "k", "context": {"cluster": "k", "user": "k"}}],
+                "current-context": "k",
+            }
+        )
+    )
+    inventory = tmp_path / "hosts.yml"
+    inventory.write_text(
+        yaml.safe_dump(
+            {
+                "all": {
+                    "vars": {"cargoship_engine": "k3s", "cargoship_api_kubeconfig": str(tmp_path / "kubeconfig")},
+                    "children": {only: {"hosts": {"n1": {"ansible_host": "127.0.0.1", "ansible_port": 9}}}},
+                }
+            }
+        )
+    )
+    result = cargoship("status", "-i", str(inventory))
+    shown = result.stdout + result.stderr
+    assert result.returncode == 0, shown
+    assert "1 node in the cluster;" in shown, shown
+    assert "n1" in shown and "Error rendering template" not in shown
