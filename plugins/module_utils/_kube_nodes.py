@@ -193,12 +193,28 @@ def terminate_later(name: str, silent: str) -> str:
     return f"not waiting for the evicted pods to terminate: the kubelet of {name} {silent}; they terminate once the engine is back"
 
 
+def nowhere_else(node_name: str, nodes: list) -> str | None:
+    """What becomes of a drain's evicted pods when no other node can take them (a one-node k3s, say: every
+    other node cordoned or not Ready), else None. Their controllers recreate them, and the scheduler leaves
+    them Pending until a node takes pods again (kubernetes.io, "Safely Drain a Node")."""
+    if any(n.metadata.name != node_name and not n.spec.unschedulable and is_ready(n) for n in nodes):
+        return None
+    return (
+        f"no other node takes pods (each is cordoned or not Ready): the evicted pods wait, Pending, until "
+        f"{node_name} is back; with cargoship_restart: in_place the engine restarts without a drain and the pods "
+        "keep running"
+    )
+
+
 def drain(core, module, node, listed: dict | None = None) -> list[str]:
     p = module.params
     node_name = node.metadata.name
     changes = [] if node.spec.unschedulable else ["cordon"]
     pods, blockers = pods_to_evict(core, module, node_name, listed)
     changes += [eviction_line(pod) for pod in pods]
+    if pods and not blockers:
+        stranded = nowhere_else(node_name, (listed or {}).get("nodes") or core.list_node().items)
+        changes += [stranded] if stranded else []
     if blockers:
         # As kubectl drain would fail: refused before the node is touched (not even cordoned).
         refusal = f"drain of {node_name} refused: {'; '.join(blockers)}"
@@ -503,7 +519,7 @@ def drains_assessed(core, module) -> dict:
     """Check mode only: what draining each node of ``names`` would do."""
     # Four API calls for the whole batch, however many nodes: the nodes, the pods, the budgets, the Leases.
     nodes = {node.metadata.name: node for node in core.list_node().items}
-    listed: dict = {"pods": {}, "budgets": []}
+    listed: dict = {"pods": {}, "budgets": [], "nodes": list(nodes.values())}
     for pod in core.list_pod_for_all_namespaces().items:
         listed["pods"].setdefault(pod.spec.node_name if pod.spec else None, []).append(pod)
     listed["budgets"] = core.list_pod_disruption_budget_for_all_namespaces().items

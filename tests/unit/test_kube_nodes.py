@@ -49,6 +49,7 @@ class Module:
 
 def test_a_drain_cordons_evicts_and_waits_until_the_pods_are_gone(kube):
     kube.node("w1")
+    kube.node("w2")  # where the evicted pods can go
     kube.pod("web-1", "w1")
     kube.pod("web-2", "w1")
     result = nodes.drained(kube.product, Module(name="w1"))
@@ -220,6 +221,7 @@ def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_wh
 def test_a_drain_of_a_node_whose_engine_the_run_saw_down_does_not_wait_though_its_lease_is_still_fresh(kube):
     # The engine crash-loops since a few seconds: its kubelet's Lease is fresh for up to fresh_within more.
     kube.node("w1")
+    kube.node("w2")
     kube.pod("web-w1", "w1", grace=30)
     down = "does not run, since k3s-agent is activating (auto-restart)"
     plan = nodes.drained(kube.product, Module(check_mode=True, name="w1", kubelet_down=down))["changes"]
@@ -334,3 +336,28 @@ def test_an_api_error_names_what_the_state_was_asked_of_in_words():
     assert subject({"name": "w1"}, "name") == "node w1"
     assert subject({"names": ["w1", "w2"]}, "names") == "nodes w1, w2"
     assert subject({"node_of": {"c1": "c1"}, "name": None}, "node_of") == "the hosts' nodes"
+
+
+def test_a_drain_whose_pods_no_other_node_can_take_says_they_wait_pending(kube):
+    """A one-node k3s, or every other node cordoned or down: the drain goes on (the engine restart is what was
+    asked for), and the dry run and the real run both say what it means for the pods, and what avoids it."""
+    kube.node("w1")
+    kube.node("w2")
+    kube.node("w3", ready=False)
+    kube.core.patch_node("w2", {"spec": {"unschedulable": True}})
+    kube.pod("web-1", "w1")
+    note = (
+        "no other node takes pods (each is cordoned or not Ready): the evicted pods wait, Pending, until w1 is back; "
+        "with cargoship_restart: in_place the engine restarts without a drain and the pods keep running"
+    )
+    assessed = nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1"]))
+    assert assessed["by_node"]["w1"] == ["cordon", "evict default/web-1", note]
+    assert nodes.drained(kube.product, Module(name="w1"))["changes"] == ["cordon", "evict default/web-1", note]
+    # A node with nothing to evict, or with somewhere for its pods to go, says nothing of it.
+    assert nodes.drained(kube.product, Module(name="w1"))["changes"] == []
+    kube.core.patch_node("w2", {"spec": {"unschedulable": False}})
+    kube.pod("web-3", "w3")
+    assert (
+        note.replace("w1", "w3")
+        not in nodes.drained(kube.product, Module(name="w3", timeout=1, kubelet_down="x"))["changes"]
+    )
