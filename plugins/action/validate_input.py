@@ -272,6 +272,15 @@ LOCAL_CONNECTIONS = ("local", "ansible.builtin.local")
 PASSWORD_VARIABLES = ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password")
 
 
+def password_set(variables, name: str) -> bool:
+    """Whether a password variable holds one (Ansible ignores an empty one); one that cannot be read, a vaulted
+    value without its password say, is one all the same."""
+    try:
+        return bool(variables.get(name))
+    except AnsibleError:
+        return True
+
+
 def connection_problems(variables, ask_pass: bool = False) -> list[tuple[str, str | None]]:
     """How a host is reached, if the run's lock keeper could not reach it in the same way: known on the control
     host; found otherwise only once every host is locked."""
@@ -286,7 +295,7 @@ def connection_problems(variables, ask_pass: bool = False) -> list[tuple[str, st
                 origin_of(connection),
             )
         ]
-    given = next((name for name in PASSWORD_VARIABLES if variables.get(name)), None)
+    given = next((name for name in PASSWORD_VARIABLES if name in variables and password_set(variables, name)), None)
     if given is None and not ask_pass:
         return []
     how = given or "the connection password (--ask-pass, --connection-password-file)"
@@ -295,7 +304,7 @@ def connection_problems(variables, ask_pass: bool = False) -> list[tuple[str, st
             f"{how}: SSH with a password is not supported: the run keeps its lock on each host fresh with ssh "
             "commands of its own, which cannot answer a password prompt; log in with an SSH key "
             "(ansible_ssh_private_key_file, or an ssh-agent)",
-            origin_of(variables.get(given)) if given else None,
+            origin_of_variable(variables, given) if given else None,
         )
     ]
 
@@ -319,9 +328,12 @@ class ActionModule(ActionBase):
         for host in hosts:
             try:
                 found = host_problems(hostvars[host], phases)
-                found += connection_problems(hostvars[host], bool(self._play_context.password))
             except AnsibleError as exc:  # a variable that cannot be templated
                 found = [(f"a variable cannot be read: {exc.message}", None)]
+            try:
+                found += connection_problems(hostvars[host], bool(self._play_context.password))
+            except AnsibleError as exc:  # ansible_connection itself cannot be templated
+                found.append((f"ansible_connection: its value cannot be read: {exc.message}", None))
             for problem in found:
                 problems.setdefault(problem, []).append(host)
         # The API connection, once per kubeconfig and context the hosts name (one, in most inventories).

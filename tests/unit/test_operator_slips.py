@@ -789,6 +789,16 @@ def test_a_connection_the_lock_keeper_cannot_use_is_an_input_error():
     assert paramiko.startswith("ansible_connection: 'paramiko_ssh' is not a connection cargoship can use")
     ((password, _),) = validate_input.connection_problems({"ansible_ssh_pass": "s3cr3t"})
     assert password.startswith("ansible_ssh_pass: SSH with a password is not supported") and "s3cr3t" not in password
+    assert validate_input.connection_problems({"ansible_password": ""}) == []  # Ansible ignores an empty one
+
+    class Vaulted(dict):
+        def get(self, name, default=None):
+            if name == "ansible_password":
+                raise validate_input.AnsibleError("no vault secrets found")
+            return super().get(name, default)
+
+    ((vaulted, _),) = validate_input.connection_problems(Vaulted(ansible_password="$ANSIBLE_VAULT;1.1"))
+    assert vaulted.startswith("ansible_password: SSH with a password is not supported")
     ((asked, _),) = validate_input.connection_problems({"ansible_password": ""}, ask_pass=True)
     assert asked.startswith("the connection password (--ask-pass, --connection-password-file): SSH with a password")
 
