@@ -779,15 +779,20 @@ def test_the_phase_list_in_a_pipe_keeps_each_line_whole():
     assert any(len(line) > 80 for line in lines)
 
 
+def only_message(found: list[tuple[str, str | None]]) -> str:
+    assert len(found) == 1, found
+    return found[0][0]
+
+
 def test_a_connection_the_lock_keeper_cannot_use_is_an_input_error():
     """The run keeps each host's lock fresh with ssh commands of its own (or on the node itself): a password
     login or another connection plugin failed the run only once every host was locked."""
     assert validate_input.connection_problems({}) == []
     assert validate_input.connection_problems({"ansible_connection": "local", "ansible_password": "p"}) == []
     assert validate_input.connection_problems({"ansible_connection": "ansible.builtin.ssh"}) == []
-    ((paramiko, _),) = validate_input.connection_problems({"ansible_connection": "paramiko_ssh"})
+    paramiko = only_message(validate_input.connection_problems({"ansible_connection": "paramiko_ssh"}))
     assert paramiko.startswith("ansible_connection: 'paramiko_ssh' is not a connection cargoship can use")
-    ((password, _),) = validate_input.connection_problems({"ansible_ssh_pass": "s3cr3t"})
+    password = only_message(validate_input.connection_problems({"ansible_ssh_pass": "s3cr3t"}))
     assert password.startswith("ansible_ssh_pass: SSH with a password is not supported") and "s3cr3t" not in password
     assert validate_input.connection_problems({"ansible_password": ""}) == []  # Ansible ignores an empty one
 
@@ -797,9 +802,9 @@ def test_a_connection_the_lock_keeper_cannot_use_is_an_input_error():
                 raise validate_input.AnsibleError("no vault secrets found")
             return super().get(name, default)
 
-    ((vaulted, _),) = validate_input.connection_problems(Vaulted(ansible_password="$ANSIBLE_VAULT;1.1"))
+    vaulted = only_message(validate_input.connection_problems(Vaulted(ansible_password="$ANSIBLE_VAULT;1.1")))
     assert vaulted.startswith("ansible_password: SSH with a password is not supported")
-    ((asked, _),) = validate_input.connection_problems({"ansible_password": ""}, ask_pass=True)
+    asked = only_message(validate_input.connection_problems({"ansible_password": ""}, ask_pass=True))
     assert asked.startswith("the connection password (--ask-pass, --connection-password-file): SSH with a password")
 
 
