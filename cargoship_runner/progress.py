@@ -65,7 +65,7 @@ class Progress:
             message = result.get("msg", "") if isinstance(result, dict) else ""
             # The run ends failed with "the run stopped after a failure: <host>: <what failed>": shown already.
             if not (message and any(told in message for told in self.told)):
-                self.told.append(message)
+                self.told += [message] if message else []  # an empty one is in every message: never one to match
                 errors.print(styled("  ", (f"{data.get('task', '')} failed on {host}", "red"), f": {message}"))
         return True
 

@@ -63,11 +63,13 @@ def test_a_failure_is_shown_once_and_not_again_in_the_runs_closing_restatement(c
     def failed(host: str, task: str, msg: str) -> None:
         progress({"event": "runner_on_failed", "event_data": {"host": host, "task": task, "res": {"msg": msg}}})
 
+    failed("w2", "Stop the engine", "")  # a failure without a message hides none of the others
     failed("c1", "Check the reviewed plan", "the plan is stale")
     failed("w1", "Drain the node", "a budget refuses")
     failed("c1", "End the run failed if a phase failed", "the run stopped after a failure: c1: the plan is stale")
     shown = capsys.readouterr().err.splitlines()
     assert [line.split(":")[0].strip() for line in shown] == [
+        "Stop the engine failed on w2",
         "Check the reviewed plan failed on c1",
         "Drain the node failed on w1",
     ]
