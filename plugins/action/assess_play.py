@@ -7,6 +7,8 @@ from __future__ import annotations
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cargoship.engine.plugins.plugin_utils._dry_run import PlayAssessment
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import MODULES
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import run_module as run_in_process
 
 
 class ActionModule(ActionBase):
@@ -25,6 +27,10 @@ class ActionModule(ActionBase):
         hostvars = task_vars["hostvars"]
 
         def run_module(name: str, module_args: dict) -> dict:
+            # The Kubernetes API calls (the node check, the drain assessment, the chart values to prune) run in
+            # this process, as their action plugins do in a real run: no fresh Python per call.
+            if name in MODULES:
+                return run_in_process(name, module_args, check_mode=True)
             return self._execute_module(
                 module_name=f"cargoship.engine.{name}", module_args=module_args, task_vars=task_vars
             )

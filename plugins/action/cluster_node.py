@@ -9,31 +9,9 @@ safe-to-stop check), on a control host that drives hundreds of nodes. The state 
 
 from __future__ import annotations
 
-from ansible.module_utils.basic import missing_required_lib
-from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.cargoship.engine.plugins.module_utils._cluster_node import ARGUMENTS, TARGETS, run_state
-
-
-class Failed(Exception):
-    """fail_json's result: the state stops here."""
-
-    def __init__(self, result: dict):
-        super().__init__(result.get("msg"))
-        self.result = result
-
-
-class Task:
-    """What the handlers of module_utils/_kube_nodes.py read of a module."""
-
-    def __init__(self, params: dict, check_mode: bool):
-        self.params = params
-        self.check_mode = check_mode
-
-    @staticmethod
-    def fail_json(**result):
-        raise Failed(result)
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import MODULES, outcome
 
 
 class ActionModule(ActionBase):
@@ -42,14 +20,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
         result = super().run(tmp, task_vars)
+        module = MODULES["cluster_node"]
         # Fails the task, naming every wrong option, as the module's argument spec would.
-        validation, params = self.validate_argument_spec(
-            ARGUMENTS, required_one_of=[TARGETS], mutually_exclusive=[TARGETS]
-        )
-        try:
-            outcome = run_state(Task(params, bool(self._task.check_mode)), missing_required_lib)
-        except Failed as exc:
-            outcome = {**exc.result, "failed": True}
-        outcome.setdefault("changed", False)
-        # A credential given as an option (api_key) is kept out of the result, as a module's would be.
-        return {**result, **remove_values(outcome, validation._no_log_values)}
+        validation, params = self.validate_argument_spec(module.arguments, **module.rules)
+        return {**result, **outcome("cluster_node", params, bool(self._task.check_mode), validation._no_log_values)}

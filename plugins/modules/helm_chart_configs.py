@@ -10,7 +10,8 @@ short_description: Delete the HelmChartConfig objects cargoship made for charts 
 version_added: 0.2.0
 description:
   - Talks to the Kubernetes API over HTTPS (with the Python kubernetes client only where the credentials need
-    it); run it on the control host (C(delegate_to) V(localhost)).
+    it), from the control host. It is an action plugin, which runs in the task's own process there,
+    whatever host the task is for.
   - The engine applies a manifest dropped into a server's manifests directory, but removing the file
     deletes nothing. With O(state=pruned), every HelmChartConfig labelled
     C(app.kubernetes.io/managed-by=cargoship) that O(keep) does not name is deleted, with the AddOn the
@@ -59,70 +60,16 @@ changes:
   elements: str
 """
 
-import traceback
-
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import MANAGED_BY, chart_addon_name
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import (
-    ARGUMENT_SPEC,
-    LibraryMissing,
-    api_client,
-    describe,
-)
-from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, KubeApi
-
-SELECTOR = ",".join(f"{key}={value}" for key, value in MANAGED_BY.items())
+from ansible_collections.cargoship.engine.plugins.module_utils._helm_chart_configs import ARGUMENTS, prune
 
 
 def main() -> None:
-    module = AnsibleModule(
-        argument_spec={
-            "state": {"type": "str", "default": "pruned", "choices": ["pruned"]},
-            "keep": {"type": "list", "elements": "str", "default": []},
-            **ARGUMENT_SPEC,
-        },
-        supports_check_mode=True,
-    )
-    keep = {tuple(entry.split("/", 1)) for entry in module.params["keep"]}
-    changes = []
-    try:
-        api = KubeApi(api_client(module.params))
-        found = api.list_cluster_custom_object("helm.cattle.io", "v1", "helmchartconfigs", label_selector=SELECTOR).get(
-            "items", []
-        )
-        for item in found:
-            namespace, name = item["metadata"]["namespace"], item["metadata"]["name"]
-            if (namespace, name) in keep:
-                continue
-            changes.append(f"delete HelmChartConfig {namespace}/{name}")
-            if module.check_mode:
-                continue
-            try:
-                api.delete_namespaced_custom_object("helm.cattle.io", "v1", namespace, "helmchartconfigs", name)
-            except ApiException as exc:
-                # 404: gone already (a delete that was retried after its connection dropped, or another run).
-                if exc.status != 404:
-                    raise
-            try:
-                api.delete_namespaced_custom_object(
-                    "k3s.cattle.io", "v1", "kube-system", "addons", chart_addon_name(name, namespace)
-                )
-            except ApiException as exc:
-                if exc.status != 404:
-                    raise
-    except ApiException as exc:
-        module.fail_json(msg=f"cannot prune chart values through the API: {exc.status} {exc.reason}", changes=changes)
-    except ApiUnavailable as exc:
-        module.fail_json(msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}", changes=changes)
-    except LibraryMissing:
-        module.fail_json(msg=missing_required_lib("kubernetes"), exception=traceback.format_exc())
-    except Exception as exc:  # the client raises many kinds for an unusable kubeconfig or API
-        module.fail_json(
-            msg=f"cannot reach the Kubernetes API with {describe(module.params)}: {exc}",
-            exception=traceback.format_exc(),
-        )
-    module.exit_json(changed=bool(changes), changes=changes)
+    # Ansible runs the action plugin of this name (plugins/action/helm_chart_configs.py), in the task's own
+    # process; this module runs the same code (module_utils/_helm_chart_configs.py) where it is called as a module.
+    module = AnsibleModule(argument_spec=ARGUMENTS, supports_check_mode=True)
+    module.exit_json(**prune(module, missing_required_lib))
 
 
 if __name__ == "__main__":

@@ -84,8 +84,8 @@ def test_calls_go_to_the_api_and_refusals_carry_status_and_message(kube, connect
 
 def test_a_node_call_imports_no_typed_api_class(kube, tmp_path):
     """The whole path of a node call (kubeconfig options, client, a read-only check) in a fresh process, as
-    Ansible runs a module (helm_chart_configs; cluster_node runs in its task's process, where an import costs
-    alike): the typed API and model classes stay unimported."""
+    Ansible runs a module (cluster_node and helm_chart_configs run in their task's process, where an import
+    costs alike): the typed API and model classes stay unimported."""
     kube.node("c1")
     configuration = kube.api_client.configuration
     probe = f"""

@@ -14,7 +14,9 @@ import yaml
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _engine_info as engine_info
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import moved_out as without_credentials
+from ansible_collections.cargoship.engine.plugins.module_utils._desired_state import chart_addon_name
 from ansible_collections.cargoship.engine.plugins.modules import local_kubeconfig
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import run_module as in_process
 
 REPO = Path(__file__).resolve().parents[2]
 MODULES = REPO / "plugins" / "modules"
@@ -303,6 +305,36 @@ def test_cluster_node_says_what_each_state_works_on(args, check_mode, message, t
     assert result["failed"] and result["msg"] == message
 
 
+def tasks_through_ansible(tmp_path, tasks: list[dict], defaults: dict) -> tuple[dict, str]:
+    """Each task's registered result by its name, as ansible-playbook on the control host runs the tasks (the
+    API options from the kubernetes group's module_defaults; every task may fail), and Ansible's output at -vvv.
+    The API token is asserted absent from everything Ansible printed or returned."""
+    results = tmp_path / "results.json"
+    collect = {"ansible.builtin.set_fact": {"collected": "{{ (collected | default([])) + [out] }}"}}
+    steps = [step for task in tasks for step in ({**task, "register": "out", "ignore_errors": True}, collect)]
+    steps.append({"ansible.builtin.copy": {"content": "{{ collected | to_json }}", "dest": str(results)}})
+    play = {
+        "hosts": "localhost",
+        "connection": "local",
+        "gather_facts": False,
+        "module_defaults": {"group/cargoship.engine.kubernetes": defaults},
+        "tasks": steps,
+    }
+    playbook = tmp_path / "tasks.yml"
+    playbook.write_text(yaml.safe_dump([play]))
+    run = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-playbook"), "-vvv", str(playbook)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")},
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert defaults["api_key"] not in run.stdout + run.stderr + results.read_text()
+    return dict(zip([t["name"] for t in tasks], json.loads(results.read_text()), strict=True)), run.stdout
+
+
 def test_cluster_node_runs_in_the_tasks_process_with_the_modules_checks_and_keeps_the_token_out(kube, tmp_path):
     """As Ansible runs it: the action plugin of the name, its options checked as the module's argument spec
     checks them, the API options from the kubernetes group's module_defaults, check mode, failures."""
@@ -321,30 +353,8 @@ def test_cluster_node_runs_in_the_tasks_process_with_the_modules_checks_and_keep
         {"name": "bad type", "cargoship.engine.cluster_node": {"name": "w1", "state": "ready", "timeout": "soon"}},
         {"name": "no such node", "cargoship.engine.cluster_node": {"name": "w9", "state": "labeled"}},
     ]
-    results = tmp_path / "results.json"
-    collect = {"ansible.builtin.set_fact": {"collected": "{{ (collected | default([])) + [out] }}"}}
-    steps = [step for task in tasks for step in ({**task, "register": "out", "ignore_errors": True}, collect)]
-    steps.append({"ansible.builtin.copy": {"content": "{{ collected | to_json }}", "dest": str(results)}})
-    play = {
-        "hosts": "localhost",
-        "connection": "local",
-        "gather_facts": False,
-        "module_defaults": {"group/cargoship.engine.kubernetes": defaults},
-        "tasks": steps,
-    }
-    playbook = tmp_path / "nodes.yml"
-    playbook.write_text(yaml.safe_dump([play]))
-    run = subprocess.run(
-        [str(Path(sys.executable).parent / "ansible-playbook"), str(playbook)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(REPO / ".collections")},
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    assert defaults["api_key"] not in run.stdout + run.stderr + results.read_text()
-    got = dict(zip([t["name"] for t in tasks], json.loads(results.read_text()), strict=True))
+    got, output = tasks_through_ansible(tmp_path, tasks, defaults)
+    assert "cluster_node.py" not in output, "run as a module (a Python process of its own)"
     assert got["label"]["changed"] and not got["label"].get("failed")
     assert got["label in check mode"]["changed"] and not got["again"]["changed"]
     assert kube.core.read_node("w1").metadata.labels.get("a") == "1"
@@ -356,6 +366,77 @@ def test_cluster_node_runs_in_the_tasks_process_with_the_modules_checks_and_keep
     )
     assert got["bad type"]["failed"] and "timeout" in got["bad type"]["msg"]
     assert got["no such node"]["failed"] and "w9" in got["no such node"]["msg"]
+
+
+def chart_values(kube, namespace: str, name: str, managed: bool = True) -> None:
+    """A HelmChartConfig (labelled as cargoship labels its own, or not) and, for a managed one, the AddOn the
+    engine keeps for its manifest file."""
+    labels = {"app.kubernetes.io/managed-by": "cargoship"} if managed else {}
+    kube.product.request(
+        "POST",
+        f"/apis/helm.cattle.io/v1/namespaces/{namespace}/helmchartconfigs",
+        body={"metadata": {"name": name, "namespace": namespace, "labels": labels}, "spec": {"valuesContent": ""}},
+    )
+    if managed:
+        addon = chart_addon_name(name, namespace)
+        kube.product.request(
+            "POST",
+            "/apis/k3s.cattle.io/v1/namespaces/kube-system/addons",
+            body={"metadata": {"name": addon, "namespace": "kube-system"}, "spec": {}},
+        )
+
+
+def present(kube) -> dict:
+    charts = kube.product.request("GET", "/apis/helm.cattle.io/v1/helmchartconfigs")["items"]
+    addons = kube.product.request("GET", "/apis/k3s.cattle.io/v1/namespaces/kube-system/addons")["items"]
+    return {
+        "charts": sorted(f"{c['metadata']['namespace']}/{c['metadata']['name']}" for c in charts),
+        "addons": sorted(a["metadata"]["name"] for a in addons),
+    }
+
+
+def test_helm_chart_configs_runs_in_the_tasks_process_and_deletes_only_what_cargoship_made_and_no_longer_keeps(
+    kube, tmp_path
+):
+    kube.product.request("POST", "/api/v1/namespaces", body={"metadata": {"name": "ingress"}})
+    chart_values(kube, "kube-system", "traefik")
+    chart_values(kube, "ingress", "nginx")
+    chart_values(kube, "kube-system", "someone-elses", managed=False)
+    before = present(kube)
+    defaults = {"host": kube.access["host"], "ca_cert": kube.access["ca_cert"], "api_key": kube.access["api_key"]}
+    tasks = [
+        {"name": "assessed", "cargoship.engine.helm_chart_configs": {"keep": []}, "check_mode": True},
+        {"name": "pruned", "cargoship.engine.helm_chart_configs": {"keep": ["kube-system/traefik"]}},
+        {"name": "again", "cargoship.engine.helm_chart_configs": {"keep": ["kube-system/traefik"]}},
+        {"name": "unknown option", "cargoship.engine.helm_chart_configs": {"kept": ["kube-system/traefik"]}},
+    ]
+    got, output = tasks_through_ansible(tmp_path, tasks, defaults)
+    # Ansible names the module file it sends to a Python of its own ("Using module file ..."): none here.
+    assert "helm_chart_configs.py" not in output, "run as a module (a Python process of its own)"
+    assert got["assessed"]["changed"] and sorted(got["assessed"]["changes"]) == [
+        "delete HelmChartConfig ingress/nginx",
+        "delete HelmChartConfig kube-system/traefik",
+    ]
+    assert got["pruned"]["changes"] == ["delete HelmChartConfig ingress/nginx"] and got["pruned"]["changed"]
+    assert not got["again"]["changed"] and got["again"]["changes"] == []
+    assert got["unknown option"]["failed"] and "kept" in got["unknown option"]["msg"]
+    assert present(kube) == {
+        "charts": [c for c in before["charts"] if c != "ingress/nginx"],
+        "addons": [a for a in before["addons"] if a != chart_addon_name("nginx", "ingress")],
+    }
+
+
+def test_a_dry_runs_api_calls_in_process_check_every_option_at_once_and_keep_the_token_out(kube):
+    """plugin_utils/_in_process.py: what a dry run's play assessment calls instead of a module process."""
+    kube.node("w1")
+    known = in_process("cluster_node", {"state": "known", "node_of": {"w1": "w1"}, **kube.access}, check_mode=True)
+    assert not known.get("failed") and known["changed"] is False
+    wrong = in_process(
+        "cluster_node", {"state": "ready", "name": "w1", "names": ["w1"], "timeout": "soon", **kube.access}, True
+    )
+    assert wrong["failed"] and "mutually exclusive: name|names" in wrong["msg"] and "timeout" in wrong["msg"]
+    refused = in_process("helm_chart_configs", {**kube.access, "api_key": "not-the-token-" + "x" * 12}, True)
+    assert refused["failed"] and "not-the-token-" not in json.dumps(refused)
 
 
 def test_every_state_of_cluster_node_has_a_handler_that_reads_exactly_its_declared_options():

@@ -1,0 +1,26 @@
+# Copyright: cargoship developers
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""helm_chart_configs on the control host, in the task's own process (once per real run, and in every dry run's
+assessment of the controllers' play): the same code as the module (module_utils/_helm_chart_configs.py), its
+options checked against the module's own argument spec, without a fresh Python that unpacks and compiles
+Ansible's module code for the call (plugin_utils/_in_process.py)."""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import MODULES, outcome
+
+
+class ActionModule(ActionBase):
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = True
+        result = super().run(tmp, task_vars)
+        module = MODULES["helm_chart_configs"]
+        validation, params = self.validate_argument_spec(module.arguments, **module.rules)
+        return {
+            **result,
+            **outcome("helm_chart_configs", params, bool(self._task.check_mode), validation._no_log_values),
+        }
