@@ -103,10 +103,18 @@ class GuardedHandler:
     """The command's event handler, as ansible-runner calls it from its own thread. An exception there
     would end that thread silently and leave the command waiting for ever; here the first one is kept,
     the run is stopped (``failed`` tells ansible-runner's cancel check) and later events are still fed to
-    the handler, so that the nodes in flight stay known for the put-back."""
+    the handler, so that the nodes in flight stay known for the put-back.
 
-    def __init__(self, handler, started=None) -> None:
+    What it returns tells ansible-runner whether to write the event into the run's directory: every event
+    when the directory is kept (``keep_events``, --keep-artifacts), else only the closing stats, from which
+    ansible-runner reads the unreachable hosts. The others would go to a directory removed when the run ends,
+    and ansible-runner would read every one of them back for the stats: some 300 files in a small run."""
+
+    KEPT_ALWAYS = frozenset({"playbook_on_stats"})
+
+    def __init__(self, handler, started=None, keep_events: bool = True) -> None:
         self.handler = handler
+        self.keep_events = keep_events
         self.error: str | None = None
         # Called once, at the first play's start: ansible-playbook has read its extra vars by then.
         self.started = started
@@ -119,14 +127,15 @@ class GuardedHandler:
         if self.started is not None and event.get("event") == "playbook_on_play_start":
             started, self.started = self.started, None
             started()
+        keep = self.keep_events or event.get("event") in self.KEPT_ALWAYS
         if self.handler is None:
-            return True
+            return keep
         try:
             self.handler(event)
         except Exception as exc:
             if self.error is None:
                 self.error = f"{type(exc).__name__}: {exc}"
-        return True
+        return keep
 
 
 def playbook_path(name: str) -> Path:
@@ -296,7 +305,9 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
     settings = {"pexpect_timeout": 0.25}
     (private / "env").mkdir(mode=0o700)
     private_file(private / "env" / "settings", json.dumps(settings))
-    handler = GuardedHandler(on_event, started=lambda: extra_vars_file.unlink(missing_ok=True))
+    handler = GuardedHandler(
+        on_event, started=lambda: extra_vars_file.unlink(missing_ok=True), keep_events=options.keep_artifacts
+    )
     try:
         thread, runner = ansible_runner.run_async(
             private_data_dir=str(private),

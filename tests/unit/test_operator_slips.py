@@ -853,3 +853,21 @@ def test_status_maps_an_inventory_with_one_kind_of_node_only(kube, tmp_path, onl
     assert result.returncode == 0, shown
     assert "1 node in the cluster;" in shown, shown
     assert "n1" in shown and "Error rendering template" not in shown
+
+
+def test_a_host_that_cannot_be_reached_is_named_from_the_runs_closing_stats(tmp_path):
+    """The command writes none of ansible-runner's events into the run's directory but the closing stats
+    (GuardedHandler), and names the unreachable hosts from them: exit 3, the host named."""
+    path = tmp_path / "hosts.yml"
+    closed = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "ssh", "cargoship_engine": "k3s"}
+    path.write_text(yaml.safe_dump({"all": {"vars": closed, "children": {"controllers": {"hosts": {"c9": None}}}}}))
+    result = cargoship("unlock", "-i", str(path), "--yes")
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "unreachable: c9" in result.stdout + result.stderr
+
+
+def test_only_the_closing_stats_are_written_unless_the_run_directory_is_kept():
+    dropped = GuardedHandler(lambda event: None, keep_events=False)
+    assert [dropped({"event": e}) for e in ("runner_on_ok", "playbook_on_stats")] == [False, True]
+    kept = GuardedHandler(None, keep_events=True)
+    assert kept({"event": "runner_on_ok"}) is True
