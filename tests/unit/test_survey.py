@@ -417,3 +417,26 @@ def test_a_phase_run_alone_reads_under_the_lock_only_what_its_plan_reads():
         planned = plan(load_phases(operation="engine-config-sync"), selected)
         calls = lock_calls(templar(), host_vars("w1"), selected=selected)
         assert [c["phase"] for c in calls] == (["engine_facts"] if "engine_facts" in planned else []), selected
+
+
+def test_the_declarations_name_the_modules_the_survey_answers_for_without_importing_it():
+    """plugin_utils/_reads.py checks a phase's read against the survey's modules by name, so that every
+    cargoship command reads the declarations without Ansible's module code (about 0.1 s of each command)."""
+    import subprocess
+    import sys
+
+    from ansible_collections.cargoship.engine.plugins.module_utils._survey import READERS
+    from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import SURVEY_MODULES
+
+    assert sorted(SURVEY_MODULES) == sorted(READERS)
+    probe = (
+        "import sys\n"
+        "from ansible_collections.cargoship.engine.plugins.plugin_utils._phases import load_phases\n"
+        "assert load_phases()\n"
+        "print(sorted(m for m in sys.modules if m == 'ansible' or m.startswith('ansible.')))\n"
+    )
+    root = Path(__file__).resolve().parents[2] / ".collections"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(root)}
+    )
+    assert done.stdout.strip() == "[]", done.stdout
