@@ -9,18 +9,8 @@ safe-to-stop check), on a control host that drives hundreds of nodes. The state 
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import MODULES, outcome
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import InProcessAction
 
 
-class ActionModule(ActionBase):
-    _requires_connection = False
-
-    def run(self, tmp=None, task_vars=None):
-        self._supports_check_mode = True
-        result = super().run(tmp, task_vars)
-        module = MODULES["cluster_node"]
-        # Fails the task, naming every wrong option, as the module's argument spec would.
-        validation, params = self.validate_argument_spec(module.arguments, **module.rules)
-        return {**result, **outcome("cluster_node", params, bool(self._task.check_mode), validation._no_log_values)}
+class ActionModule(InProcessAction):
+    MODULE = "cluster_node"

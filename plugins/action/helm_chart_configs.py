@@ -7,20 +7,8 @@ Ansible's module code for the call (plugin_utils/_in_process.py)."""
 
 from __future__ import annotations
 
-from ansible.plugins.action import ActionBase
-
-from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import MODULES, outcome
+from ansible_collections.cargoship.engine.plugins.plugin_utils._in_process import InProcessAction
 
 
-class ActionModule(ActionBase):
-    _requires_connection = False
-
-    def run(self, tmp=None, task_vars=None):
-        self._supports_check_mode = True
-        result = super().run(tmp, task_vars)
-        module = MODULES["helm_chart_configs"]
-        validation, params = self.validate_argument_spec(module.arguments, **module.rules)
-        return {
-            **result,
-            **outcome("helm_chart_configs", params, bool(self._task.check_mode), validation._no_log_values),
-        }
+class ActionModule(InProcessAction):
+    MODULE = "helm_chart_configs"

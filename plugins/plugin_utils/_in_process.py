@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from ansible.module_utils.basic import missing_required_lib
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.module_utils.common.parameters import remove_values
+from ansible.plugins.action import ActionBase
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _cluster_node, _helm_chart_configs
 
@@ -79,3 +80,18 @@ def run_module(name: str, args: dict, check_mode: bool) -> dict:
     if checked.error_messages:
         return {"failed": True, "changed": False, "msg": "; ".join(checked.error_messages)}
     return outcome(name, checked.validated_parameters, check_mode, checked._no_log_values)
+
+
+class InProcessAction(ActionBase):
+    """The action plugin of a module in MODULES (``MODULE``): its state in the task's own process, whatever host
+    the task is for; a wrong option fails the task, naming every one, as the module's argument spec would."""
+
+    MODULE = ""
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        self._supports_check_mode = True
+        result = super().run(tmp, task_vars)
+        module = MODULES[self.MODULE]
+        validation, params = self.validate_argument_spec(module.arguments, **module.rules)
+        return {**result, **outcome(self.MODULE, params, bool(self._task.check_mode), validation._no_log_values)}
