@@ -19,6 +19,7 @@ from ansible.module_utils.common.parameters import remove_values
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.cargoship.engine.plugins.module_utils import _cluster_node, _helm_chart_configs
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 
 @dataclass(frozen=True)
@@ -41,24 +42,17 @@ MODULES = {
 }
 
 
-class Failed(Exception):
-    """fail_json's result: the state stops here."""
-
-    def __init__(self, result: dict):
-        super().__init__(result.get("msg"))
-        self.result = result
-
-
 class Task:
-    """What a state reads of a module: its options, check mode and fail_json."""
+    """What a state reads of a module: its options, check mode and fail_json (which raises the backends' Failed,
+    module_utils/_outcome.py, instead of ending the process)."""
 
     def __init__(self, params: dict, check_mode: bool):
         self.params = params
         self.check_mode = check_mode
 
     @staticmethod
-    def fail_json(**result):
-        raise Failed(result)
+    def fail_json(msg: str = "", **result):
+        raise Failed(msg, **result)
 
 
 def outcome(name: str, params: dict, check_mode: bool, no_log_values) -> dict:
@@ -67,7 +61,7 @@ def outcome(name: str, params: dict, check_mode: bool, no_log_values) -> dict:
     try:
         result = MODULES[name].run(Task(params, check_mode), missing_required_lib)
     except Failed as exc:
-        result = {**exc.result, "failed": True}
+        result = exc.as_result()
     result.setdefault("changed", False)
     return remove_values(result, no_log_values)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from suite_time import seconds_of
+
 REPO = Path(__file__).resolve().parents[2]
 _TIME = r"((?:\d+ min )?\d+ s)"
 MODULE_ROW = re.compile(rf"^\| (tests/\S+\.py) \| \d+ \| {_TIME} \| {_TIME} \| {_TIME} \|", re.MULTILINE)
@@ -13,12 +15,6 @@ MODULE_ROW = re.compile(rf"^\| (tests/\S+\.py) \| \d+ \| {_TIME} \| {_TIME} \| {
 # of its wall time: grace periods, restart back-offs, an API double's retries) and is long enough to matter.
 WAITING_SHARE = 0.25
 WAITING_AT_LEAST = 10
-
-
-def seconds(text: str) -> int:
-    """ "1 min 05 s" (or "45 s") in seconds."""
-    minutes, rest = text.split(" min ") if " min " in text else ("0", text)
-    return int(minutes) * 60 + int(rest.removesuffix(" s"))
 
 
 def module_figures() -> dict[str, tuple[int, int]]:
@@ -29,7 +25,7 @@ def module_figures() -> dict[str, tuple[int, int]]:
     except OSError:
         return {}
     return {
-        path: (seconds(wall), seconds(control) + seconds(hosts))
+        path: (seconds_of(wall), seconds_of(control) + seconds_of(hosts))
         for path, wall, control, hosts in MODULE_ROW.findall(page)
     }
 

@@ -24,6 +24,12 @@ def minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {int(seconds % 60):02d} s" if seconds >= 60 else f"{seconds:.0f} s"
 
 
+def seconds_of(text: str) -> int:
+    """What ``minutes`` wrote ("1 min 05 s", "45 s"), in whole seconds."""
+    whole, rest = text.split(" min ") if " min " in text else ("0", text)
+    return int(whole) * 60 + int(rest.removesuffix(" s"))
+
+
 def read_ledger(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
