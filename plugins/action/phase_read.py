@@ -5,6 +5,7 @@ from the survey on the control host where the answer holds, else by the module o
 
 from __future__ import annotations
 
+from ansible.module_utils.parsing.convert_bool import boolean
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
@@ -15,7 +16,7 @@ from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import an
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(("phase", "survey", "host", "compared"))
+    _VALID_ARGS = frozenset(("phase", "survey", "host", "compared", "synced"))
 
     def run(self, tmp=None, task_vars=None):
         self._supports_check_mode = True
@@ -29,7 +30,8 @@ class ActionModule(ActionBase):
         except ValueError as exc:
             return {**result, "failed": True, "msg": str(exc)}
         args = moved_out(call["args"]) if call["module"] == "engine_config" else call["args"]
-        found = answer_from_comparison(call["module"], args, self._task.args.get("compared"))
+        synced = boolean(self._task.args.get("synced", False), strict=False)
+        found = answer_from_comparison(call["module"], args, self._task.args.get("compared"), synced)
         if found is None:
             found = answer_or_ask(self, call["module"], args, self._task.args.get("survey"), task_vars)
         return merge_hash(result, found)

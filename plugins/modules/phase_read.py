@@ -40,6 +40,14 @@ options:
         nothing to change, this run wrote nothing there since, so the clean-up is answered as having nothing to
         do, without a round to the host. Ignored for any other read.
     type: dict
+  synced:
+    description:
+      - With O(compared), whether this run's sync of the host finished. Every write a finished sync made there
+        completed (a write leaves a temporary file only when it is interrupted, and an interrupted write fails
+        the sync), so where the comparison found no leftovers the clean-up is answered as having nothing to do
+        even though the sync changed files.
+    type: bool
+    default: false
   host:
     description:
       - Make the read of this host instead, its arguments rendered with its variables (give its survey
@@ -73,6 +81,7 @@ def main() -> None:
             "phase": {"type": "str", "required": True},
             "survey": {"type": "dict"},
             "compared": {"type": "dict"},
+            "synced": {"type": "bool", "default": False},
             "host": {"type": "str"},
         },
         supports_check_mode=True,

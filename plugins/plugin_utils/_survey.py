@@ -26,8 +26,9 @@ the host (plugin_utils/_reads.py, ``lock_calls``); those answers hold in that re
 
 A real run's clean-up has a third source: the comparison its sync phase made of the host's files, under
 this run's lock (engine_config lists the leftovers it finds in check mode). Where that found
-no leftovers and nothing to change, this run wrote nothing on the host since, so there is nothing to clean
-(``answer_from_comparison``).
+no leftovers, there is nothing to clean if this run wrote nothing on the host since (nothing to change), or
+if the sync that wrote there finished: a write leaves a temporary file only when it is interrupted, and an
+interrupted write fails the sync (``answer_from_comparison``).
 """
 
 from __future__ import annotations
@@ -84,12 +85,14 @@ def nothing_to_clean(module: str, args: dict) -> bool:
     return module == "engine_config" and args.get("state") == "cleaned"
 
 
-def answer_from_comparison(module: str, args: dict, compared: object) -> dict | None:
+def answer_from_comparison(module: str, args: dict, compared: object, synced: bool = False) -> dict | None:
     """The clean-up's answer from this run's comparison of the host's files (``compared``, an engine_config
-    result of the same engine and layout), or None if the host has to be asked (see the module docstring)."""
+    result of the same engine and layout), or None if the host has to be asked (see the module docstring).
+    Files the comparison found to change leave nothing behind once the sync that wrote them finished
+    (``synced``): a write leaves a temporary file only when interrupted, and that fails the sync."""
     if not nothing_to_clean(module, args) or not isinstance(compared, dict):
         return None
-    if compared.get("failed") or compared.get("skipped") or compared.get("changes"):
+    if compared.get("failed") or compared.get("skipped") or (compared.get("changes") and not synced):
         return None
     if compared.get("leftovers") != []:
         return None  # some found, or an answer that does not say

@@ -181,10 +181,23 @@ class HostRounds:
 def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp_path):
     starts_before = {name: fleet.starts(name) for name in fleet.hosts}
     result = cargoship(
-        "engine-config-sync", "-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "r.json")
+        "engine-config-sync",
+        *("-i", str(fleet.inventory), "--confirm", "--report-json", str(tmp_path / "r.json"), "--keep-artifacts"),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert CANARY not in result.stdout + result.stderr
+    # Every host's sync wrote and finished: its clean-up was answered by the comparison, no round to the host.
+    kept = Path(result.stderr.split("directory is kept in ")[1].split()[0])
+    try:
+        cleanups = {
+            event["event_data"]["host"]: event["event_data"]["res"].get("answered_by")
+            for event in map(json.loads, map(Path.read_text, kept.glob("artifacts/*/job_events/*.json")))
+            if event["event"] == "runner_on_ok" and event["event_data"].get("role") == "disconnect"
+            and event["event_data"].get("task_action") == "cargoship.engine.phase_read"
+        }
+    finally:
+        shutil.rmtree(kept)
+    assert cleanups == dict.fromkeys(fleet.hosts, "comparison"), cleanups
     for name in fleet.hosts:
         assert fleet.starts(name) == starts_before[name] + 1, f"{name} was not restarted exactly once"
         loaded = fleet.loaded(name)

@@ -283,7 +283,7 @@ def test_a_real_run_that_applies_a_plan_asks_the_reads_the_plan_was_made_from(ho
     assert [call["phase"] for call in calls] == ["detect_os", "host_facts", "engine_facts", sync]
 
 
-def test_a_real_runs_clean_up_is_answered_by_its_comparison_only_where_that_found_nothing_at_all():
+def test_a_real_runs_clean_up_is_answered_by_its_comparison_where_no_write_of_the_run_can_have_left_a_file():
     clean = {"engine": "k3s", "state": "cleaned", "credentials": []}
     nothing = {"changed": False, "changes": [], "leftovers": []}
     assert answer_from_comparison("engine_config", clean, nothing) == {
@@ -303,6 +303,14 @@ def test_a_real_runs_clean_up_is_answered_by_its_comparison_only_where_that_foun
         None,
     ):
         assert answer_from_comparison("engine_config", clean, compared) is None, compared
+    # Files to change, written by a sync that finished: nothing of its writes is left. Leftovers found before
+    # it, or a comparison that failed, still send the clean-up to the host.
+    changed = {**nothing, "changed": True, "changes": [{"path": "/etc/rancher/k3s/registries.yaml"}]}
+    assert answer_from_comparison("engine_config", clean, changed, synced=True)["answered_by"] == "comparison"
+    assert answer_from_comparison("engine_config", clean, changed, synced=False) is None
+    left = {**changed, "leftovers": ["/etc/rancher/k3s/.cargoship-x"]}
+    assert answer_from_comparison("engine_config", clean, left, synced=True) is None
+    assert answer_from_comparison("engine_config", clean, {**changed, "failed": True}, synced=True) is None
     # Only the clean-up is answered so.
     assert answer_from_comparison("engine_config", {"engine": "k3s"}, nothing) is None
     assert answer_from_comparison("engine_info", {"engine": "k3s", "state": "cleaned"}, nothing) is None
