@@ -4,7 +4,7 @@
 #
 #     CARGOSHIP_LAB_SLOT=5 tests/bench/alternate.sh c8d9c64 3
 #
-# Each round, for the earlier commit's plugins/ and cargoship_runner/ and then this commit's: a dry run, a real
+# Each round, for the earlier commit's plugins/, roles/, playbooks/ and cargoship_runner/ and then this commit's: a dry run, a real
 # run with nothing to do, and a real run that drains and restarts every node (the registries' port moves back
 # and forth between two inventories), each measured by tests/bench/cpu_of.py. The working tree must be clean;
 # it is put back to HEAD at the end, also on failure. The example desired state is in the lab's group_vars.
@@ -12,8 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 old=${1:?usage: alternate.sh OLD_COMMIT [ROUNDS]}
 rounds=${2:-3}
-if [ -n "$(git status --porcelain -- plugins cargoship_runner)" ]; then
-  echo "alternate.sh: plugins/ or cargoship_runner/ has uncommitted changes; commit or stash them first" >&2
+if [ -n "$(git status --porcelain -- plugins roles playbooks cargoship_runner)" ]; then
+  echo "alternate.sh: plugins/, roles/, playbooks/ or cargoship_runner/ have uncommitted changes; commit or stash them first" >&2
   exit 2
 fi
 export CARGOSHIP_LAB_SLOT=${CARGOSHIP_LAB_SLOT:-5} PATH=$PWD/.venv/bin:$PATH
@@ -27,9 +27,9 @@ cp "$here" "$moved/hosts.yml"
 sed 's/registry.internal.example:5000/registry.internal.example:5001/' examples/group_vars/all.yml > "$moved/group_vars/all.yml"
 use() {
   if [ "$1" = old ]; then
-    git checkout -q "$old" -- plugins cargoship_runner
+    git checkout -q "$old" -- plugins roles playbooks cargoship_runner
   else
-    git checkout -q HEAD -- plugins cargoship_runner && git clean -qfd -- plugins cargoship_runner
+    git checkout -q HEAD -- plugins roles playbooks cargoship_runner && git clean -qfd -- plugins roles playbooks cargoship_runner
   fi
 }
 trap 'use new; rm -rf "$moved"' EXIT
