@@ -192,7 +192,8 @@ def test_real_run_converges_in_order_and_a_second_run_changes_nothing(fleet, tmp
         cleanups = {
             event["event_data"]["host"]: event["event_data"]["res"].get("answered_by")
             for event in map(json.loads, map(Path.read_text, kept.glob("artifacts/*/job_events/*.json")))
-            if event["event"] == "runner_on_ok" and event["event_data"].get("role") == "disconnect"
+            if event["event"] == "runner_on_ok"
+            and event["event_data"].get("role") == "disconnect"
             and event["event_data"].get("task_action") == "cargoship.engine.phase_read"
         }
     finally:
