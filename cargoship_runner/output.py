@@ -14,8 +14,8 @@ import sys
 from rich.console import Console
 from rich.text import Text
 
-console = Console(highlight=False, markup=False, soft_wrap=not sys.stdout.isatty())
-errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+console = Console(highlight=False, markup=False, emoji=False, soft_wrap=not sys.stdout.isatty())
+errors = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def styled(*parts: str | tuple[str, str]) -> Text:

@@ -173,6 +173,17 @@ def vars_plugins_stage(config: Path | None) -> dict[str, str]:
     return {"ANSIBLE_RUN_VARS_PLUGINS": "start"}
 
 
+def inventory_strictness(config: Path | None) -> dict[str, str]:
+    """An inventory source Ansible cannot parse fails the run, unless the user chose otherwise. Ansible's
+    default only warns and goes on with what it read: a YAML inventory whose plugin stopped at a bad host
+    (``w2[prod]`` reads as a range) leaves the hosts and groups read before it, and a run would then work
+    on part of the fleet and say nothing of the rest."""
+    chosen = "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED"
+    if chosen in os.environ or cfg_value(config, "inventory", "any_unparsed_is_failed") is not None:
+        return {}
+    return {chosen: "True"}
+
+
 def own_control_path_dir(config: Path | None) -> Path | None:
     """A new directory for this run's SSH master connections, unless the user chose where they go (then
     None). Ansible's default directory (~/.ansible/cp) is shared by every run: after a network outage, a
@@ -288,6 +299,7 @@ def run_playbook(options: RunOptions, on_event=None, interrupted: threading.Even
         # The user's ansible.cfg, as ansible-playbook would find it from here.
         **({"ANSIBLE_CONFIG": str(config)} if config else {}),
         **vars_plugins_stage(config),
+        **inventory_strictness(config),
         **({"ANSIBLE_SSH_CONTROL_PATH_DIR": str(control_dir)} if control_dir else {}),
         "CARGOSHIP_CONTROL_PID": f"{socket.gethostname()}:{os.getpid()}",
         # The run must not outlive this process: the lock keeper ends it if this process dies.
@@ -480,12 +492,19 @@ def keep_log(output: str, run_id: str, playbook: str) -> Path | None:
 EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit)\b.*")
 
 
+UNPARSED = "[WARNING]: Failed to parse inventory with"
+
+
 def error_lines(output: str) -> list[str]:
     """The error and origin lines of ansible-playbook's (masked) output. The source excerpt Ansible prints
     under an error is left out by the masking: it quotes the user's file, which may hold a credential."""
     kept, in_error = [], False
     for line in output.splitlines():
-        if line.strip().startswith(("[ERROR]", "ERROR!", "Origin:")):
+        if line.strip().startswith(UNPARSED):
+            # Why each inventory plugin could not read a source (the error itself says only that none could).
+            kept.append(line.strip().removeprefix("[WARNING]: "))
+            in_error = False
+        elif line.strip().startswith(("[ERROR]", "ERROR!", "Origin:")):
             kept.append(line.strip())
             in_error = line.strip().startswith(("[ERROR]", "ERROR!"))
         elif in_error and line[:1].isspace() and line.strip():

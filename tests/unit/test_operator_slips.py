@@ -25,7 +25,7 @@ from cargoship_runner.progress import Progress
 from cargoship_runner.runner import GuardedHandler
 
 REPO = Path(__file__).resolve().parents[2]
-MARKUP_LIKE = ["[/path]", "[red]", "[k3s, rke2]", "[bold]x[/bold]", "[/x]"]
+MARKUP_LIKE = ["[/path]", "[red]", "[k3s, rke2]", "[bold]x[/bold]", "[/x]", "begin:end:step", ":thumbs_up:"]
 
 
 @pytest.fixture
@@ -56,6 +56,17 @@ def test_progress_prints_markup_like_text_verbatim(screen):
     shown = screen()
     for text in MARKUP_LIKE:
         assert f"t{text} failed on h{text}: endpoint {text} refused" in shown
+
+
+def test_plain_lines_print_verbatim_with_no_markup_or_emoji_codes(screen):
+    """Lines the command prints as they come (Ansible's error lines, paths, host names): rich would read
+    ``[red]`` as a style and ``:end:`` as an emoji (Ansible's "begin:end:step" came out as "begin🔚step")."""
+    for text in MARKUP_LIKE:
+        output.errors.print(f"  error {text}")
+        output.console.print(f"line {text}")
+    shown = screen()
+    for text in MARKUP_LIKE:
+        assert f"  error {text}\n" in shown and f"line {text}\n" in shown
 
 
 @pytest.mark.parametrize("output_kind", ["table", "plain"])
@@ -864,6 +875,24 @@ def test_a_host_that_cannot_be_reached_is_named_from_the_runs_closing_stats(tmp_
     result = cargoship("unlock", "-i", str(path), "--yes")
     assert result.returncode == 3, result.stdout + result.stderr
     assert "unreachable: c9" in result.stdout + result.stderr
+
+
+def test_an_inventory_read_only_in_part_stops_the_run_naming_why_before_any_host(tmp_path):
+    """A host name with square brackets reads as a range in a YAML inventory, and the yaml plugin stops there:
+    Ansible's default only warns and goes on with the hosts read before it. Here the workers group would be
+    lost, and the run would have gone on with the controller alone, saying nothing of the workers."""
+    path = tmp_path / "hosts.yml"
+    closed = {"ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_connection": "ssh", "cargoship_engine": "k3s"}
+    workers = {"w1": None, "w2[prod]": None}
+    groups = {"controllers": {"hosts": {"c1": None}}, "workers": {"hosts": workers}}
+    path.write_text(yaml.safe_dump({"all": {"vars": closed, "children": groups}}))
+    result = cargoship("engine-config-sync", "-i", str(path), "--dry-run")
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1, shown
+    assert f"Completely failed to parse inventory source {path}" in result.stderr
+    assert "Failed to parse inventory with 'yaml' plugin: host range must be" in result.stderr
+    # Stopped before any host: nothing was tried on c1 (its closed port would have made it unreachable).
+    assert "unreachable" not in shown and "c1" not in shown
 
 
 def test_only_the_closing_stats_are_written_unless_the_run_directory_is_kept():

@@ -70,6 +70,31 @@ def test_forks_come_from_the_option_then_the_users_settings_then_a_fleet_sized_d
     assert forks(None, plain) is None
 
 
+def test_an_inventory_ansible_cannot_parse_fails_the_run_unless_the_user_chose(tmp_path, monkeypatch):
+    monkeypatch.delenv("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", raising=False)
+    plain = tmp_path / "plain.cfg"
+    plain.write_text("[defaults]\nforks = 5\n")
+    chosen = tmp_path / "chosen.cfg"
+    chosen.write_text("[inventory]\nany_unparsed_is_failed = false\n")
+    strict = {"ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True"}
+    assert runner.inventory_strictness(plain) == runner.inventory_strictness(None) == strict
+    assert runner.inventory_strictness(chosen) == {}, "the user's ansible.cfg applies"
+    monkeypatch.setenv("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "false")
+    assert runner.inventory_strictness(plain) == {}, "the user's environment applies"
+    # Why each plugin could not read the source is shown with the error, which says only that none could.
+    output = (
+        "[WARNING]: Failed to parse inventory with 'yaml' plugin: host range must be begin:end or begin:end:step\n"
+        "\nFailed to parse inventory with 'yaml' plugin.\n\n<<< caused by >>>\n\nhost range must be begin:end\n"
+        "Origin: <inventory plugin 'yaml' with source '/i/hosts.yml'>\n"
+        "[ERROR]: Completely failed to parse inventory source /i/hosts.yml\n"
+    )
+    assert runner.error_lines(output) == [
+        "Failed to parse inventory with 'yaml' plugin: host range must be begin:end or begin:end:step",
+        "Origin: <inventory plugin 'yaml' with source '/i/hosts.yml'>",
+        "[ERROR]: Completely failed to parse inventory source /i/hosts.yml",
+    ]
+
+
 def test_vars_plugins_run_once_per_inventory_unless_the_user_chose(tmp_path, monkeypatch):
     monkeypatch.delenv("ANSIBLE_RUN_VARS_PLUGINS", raising=False)
     plain = tmp_path / "plain.cfg"
