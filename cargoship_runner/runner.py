@@ -164,13 +164,19 @@ def cfg_value(config: Path | None, section: str, key: str) -> str | None:
         return None
 
 
+def unless_chosen(config: Path | None, variable: str, section: str, key: str, value: str) -> dict[str, str]:
+    """Ansible's setting ``variable`` (``key`` in ``section`` of ansible.cfg) set to ``value`` for the run,
+    unless the user set it in the environment or in the ansible.cfg ansible-playbook reads: theirs applies."""
+    if variable in os.environ or cfg_value(config, section, key) is not None:
+        return {}
+    return {variable: value}
+
+
 def vars_plugins_stage(config: Path | None) -> dict[str, str]:
     """Vars plugins (host_vars/group_vars beside the inventory, the user's own) run once, when the
     inventory is read, unless the user chose otherwise: Ansible's default runs them again for every task
     and host, a cost that grows with the fleet and gives a run the same values."""
-    if "ANSIBLE_RUN_VARS_PLUGINS" in os.environ or cfg_value(config, "defaults", "run_vars_plugins") is not None:
-        return {}
-    return {"ANSIBLE_RUN_VARS_PLUGINS": "start"}
+    return unless_chosen(config, "ANSIBLE_RUN_VARS_PLUGINS", "defaults", "run_vars_plugins", "start")
 
 
 def inventory_strictness(config: Path | None) -> dict[str, str]:
@@ -178,10 +184,9 @@ def inventory_strictness(config: Path | None) -> dict[str, str]:
     default only warns and goes on with what it read: a YAML inventory whose plugin stopped at a bad host
     (``w2[prod]`` reads as a range) leaves the hosts and groups read before it, and a run would then work
     on part of the fleet and say nothing of the rest."""
-    chosen = "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED"
-    if chosen in os.environ or cfg_value(config, "inventory", "any_unparsed_is_failed") is not None:
-        return {}
-    return {chosen: "True"}
+    return unless_chosen(
+        config, "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "inventory", "any_unparsed_is_failed", "True"
+    )
 
 
 def own_control_path_dir(config: Path | None) -> Path | None:

@@ -70,18 +70,35 @@ def test_forks_come_from_the_option_then_the_users_settings_then_a_fleet_sized_d
     assert forks(None, plain) is None
 
 
-def test_an_inventory_ansible_cannot_parse_fails_the_run_unless_the_user_chose(tmp_path, monkeypatch):
-    monkeypatch.delenv("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", raising=False)
+@pytest.mark.parametrize(
+    ("setting", "variable", "chosen_cfg", "ours"),
+    [
+        (vars_plugins_stage, "ANSIBLE_RUN_VARS_PLUGINS", "[defaults]\nrun_vars_plugins = demand\n", "start"),
+        (
+            runner.inventory_strictness,
+            "ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED",
+            "[inventory]\nany_unparsed_is_failed = false\n",
+            "True",
+        ),
+    ],
+    ids=["vars-plugins-once", "unparsed-inventory-fails"],
+)
+def test_settings_differing_from_ansibles_apply_unless_the_user_chose(
+    tmp_path, monkeypatch, setting, variable, chosen_cfg, ours
+):
+    monkeypatch.delenv(variable, raising=False)
     plain = tmp_path / "plain.cfg"
     plain.write_text("[defaults]\nforks = 5\n")
     chosen = tmp_path / "chosen.cfg"
-    chosen.write_text("[inventory]\nany_unparsed_is_failed = false\n")
-    strict = {"ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED": "True"}
-    assert runner.inventory_strictness(plain) == runner.inventory_strictness(None) == strict
-    assert runner.inventory_strictness(chosen) == {}, "the user's ansible.cfg applies"
-    monkeypatch.setenv("ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED", "false")
-    assert runner.inventory_strictness(plain) == {}, "the user's environment applies"
-    # Why each plugin could not read the source is shown with the error, which says only that none could.
+    chosen.write_text(chosen_cfg)
+    assert setting(plain) == setting(None) == {variable: ours}
+    assert setting(chosen) == {}, "the user's ansible.cfg applies"
+    monkeypatch.setenv(variable, "whatever")
+    assert setting(plain) == {}, "the user's environment applies"
+
+
+def test_each_inventory_plugins_reason_is_shown_with_the_parse_error():
+    """The error says only that no plugin could read the source; each plugin's warning says why."""
     output = (
         "[WARNING]: Failed to parse inventory with 'yaml' plugin: host range must be begin:end or begin:end:step\n"
         "\nFailed to parse inventory with 'yaml' plugin.\n\n<<< caused by >>>\n\nhost range must be begin:end\n"
@@ -93,18 +110,6 @@ def test_an_inventory_ansible_cannot_parse_fails_the_run_unless_the_user_chose(t
         "Origin: <inventory plugin 'yaml' with source '/i/hosts.yml'>",
         "[ERROR]: Completely failed to parse inventory source /i/hosts.yml",
     ]
-
-
-def test_vars_plugins_run_once_per_inventory_unless_the_user_chose(tmp_path, monkeypatch):
-    monkeypatch.delenv("ANSIBLE_RUN_VARS_PLUGINS", raising=False)
-    plain = tmp_path / "plain.cfg"
-    plain.write_text("[defaults]\nforks = 5\n")
-    chosen = tmp_path / "chosen.cfg"
-    chosen.write_text("[defaults]\nrun_vars_plugins = demand\n")
-    assert vars_plugins_stage(plain) == vars_plugins_stage(None) == {"ANSIBLE_RUN_VARS_PLUGINS": "start"}
-    assert vars_plugins_stage(chosen) == {}, "the user's ansible.cfg applies"
-    monkeypatch.setenv("ANSIBLE_RUN_VARS_PLUGINS", "demand")
-    assert vars_plugins_stage(plain) == {}, "the user's environment applies"
 
 
 def test_each_run_has_ssh_connections_of_its_own_unless_the_user_chose_where_they_go(tmp_path, monkeypatch):
