@@ -13,7 +13,16 @@ VERSION     ?=
 PYTEST_ARGS ?=
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git
+APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git python3-venv
+
+# The virtualenv's Python: the distribution's (/usr/bin/python3) when it is one ansible-core 2.19 runs on (3.11
+# or newer), else the first python3 on PATH. Debian builds its Python with profile-guided and link-time
+# optimisation into a static binary; pyenv builds without either by default (and, on this machine, with a shared
+# libpython). Ansible's work on the control host (the playbook's parent, its forked workers, the cargoship
+# command) costs about a tenth less CPU on Debian's 3.11.2 than on pyenv's 3.11.7: tests/bench/python_build.py
+# and the lab figures in docs/performance.md. `make deps BASE_PYTHON=...` chooses another.
+BASE_PYTHON ?= $(shell /usr/bin/python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null \
+  && echo /usr/bin/python3 || echo python3)
 
 .PHONY: help deps venv apt lab-up lab-down demo test unit lint sanity changelog compat dist collection clean docs molecule soak
 
@@ -48,7 +57,7 @@ venv: $(VENV)/.installed
 # imports it (a replica without it took a sixth more CPU). The virtualenv keeps its pip: ansible-test sanity
 # installs its requirements with it.
 $(VENV)/.installed: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
+	test -x $(PY) || $(BASE_PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q 'uv>=0.5'
 	$(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY) -e '.[test]'
 	touch $@
