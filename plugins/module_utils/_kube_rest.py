@@ -150,6 +150,8 @@ def transient_error(exc: BaseException) -> bool:
                 http.client.RemoteDisconnected,
                 http.client.IncompleteRead,
                 ssl.SSLEOFError,
+                # The same close during the handshake, as Python 3.11.2 (Debian 12's) reports it.
+                ssl.SSLZeroReturnError,
             ),
         ) or (isinstance(error, OSError) and error.errno in TRANSIENT_ERRNOS):
             found = True
