@@ -26,6 +26,13 @@ THEIR_COLLECTIONS = Path(__file__).resolve().parent / "collections"
 SCHEMA = json.loads((REPO / "docs" / "report.schema.json").read_text())
 
 
+@pytest.fixture
+def lab(lab_manager):
+    """A controller (c1) and a worker (w1): these tests are about Ansible's world around the command, not
+    about the order of a rollout, and each run on a host fewer costs about a quarter less."""
+    return lab_manager.get(hosts=2, controllers=1, engine="k3s")
+
+
 def run(*args: str, env: dict | None = None, drop: tuple = (), cwd: Path | None = None, command=("cargoship",)):
     """The command with changes to the environment (``drop``: variables removed)."""
     environment = {k: v for k, v in {**os.environ, **(env or {})}.items() if k not in drop}

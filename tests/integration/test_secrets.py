@@ -93,7 +93,8 @@ def registries_on(lab, name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def fleet(lab_manager):
-    return lab_manager.get(hosts=3, controllers=1, engine="k3s")
+    """A controller (c1) and a worker (w1): each file cargoship writes is on one of them."""
+    return lab_manager.get(hosts=2, controllers=1, engine="k3s")
 
 
 def test_a_rotated_registry_password_shows_as_changed_and_reaches_no_log_diff_report_or_journal(fleet, tmp_path):
