@@ -5,9 +5,9 @@
 Each round runs, in each virtualenv in turn, ansible-playbook over tests/bench/controller_work.yml: thirty
 hosts on the local connection, loops of set_fact and debug with filters and templating, a module run per
 host (the modules run on the distribution's /usr/bin/python3 under both, so that only the control host's
-Python differs), the forks as the cargoship command sets them. It prints the CPU of each run (the
-process and all it started, from rusage) and each virtualenv's median. The machine's drift from minute to
-minute falls on both alike; compare medians, not single runs.
+Python differs), with the forks the cargoship command gives a run by default (``runner.DEFAULT_FORKS``).
+It prints the CPU of each run (the process and all it started, from rusage) and each virtualenv's median.
+The machine's drift from minute to minute falls on both alike; compare medians, not single runs.
 
 Make the second virtualenv from another Python with the same packages, e.g. pyenv's:
 
@@ -25,6 +25,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from cargoship_runner.runner import DEFAULT_FORKS
 
 HERE = Path(__file__).resolve().parent
 HOSTS = 30
@@ -48,7 +50,7 @@ def main() -> int:
         inventory = Path(tmp) / "hosts.ini"
         inventory.write_text("".join(f"h{n} ansible_python_interpreter=/usr/bin/python3\n" for n in range(HOSTS)))
         config = Path(tmp) / "ansible.cfg"
-        config.write_text("[defaults]\nforks = 20\n")
+        config.write_text(f"[defaults]\nforks = {DEFAULT_FORKS}\n")
         env = {**os.environ, "ANSIBLE_CONFIG": str(config), "ANSIBLE_LOCAL_TEMP": tmp}
         spent: dict[Path, list[float]] = {venv: [] for venv in args.venvs}
         for round_ in range(1, args.rounds + 1):
