@@ -13,7 +13,7 @@ VERSION     ?=
 PYTEST_ARGS ?=
 export ANSIBLE_CONFIG := $(CURDIR)/ansible.cfg
 
-APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git python3-venv
+APT_PACKAGES := openssh-client podman runc debootstrap iproute2 uidmap git python3-venv gcc libc6-dev
 
 # The virtualenv's Python: the distribution's (/usr/bin/python3) when it is one ansible-core 2.19 runs on (3.11
 # or newer), else the first python3 on PATH. Debian builds its Python with profile-guided and link-time

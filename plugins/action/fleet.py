@@ -33,6 +33,7 @@ class ActionModule(ActionBase):
             return {**result, "failed": True, "msg": "no host to work on: the inventory has no hosts"}
         found = {"controllers": [], "workers": []}
         names_seen = {"controllers": set(), "workers": set()}
+        api_hosts = []  # where each controller's API server is, as far as the inventory tells
         try:
             for host in inventory_hosts:
                 variables = hostvars[host]
@@ -53,6 +54,8 @@ class ActionModule(ActionBase):
                     }
                 if roles:
                     found[roles[0]].append(host)
+                if roles == ["controllers"]:
+                    api_hosts.append(str(variables.get("ansible_host") or host))
         except AnsibleError as exc:
             return {**result, "failed": True, "msg": f"cannot tell controllers from workers: {exc.message}"}
         selected = set(self._task.args.get("hosts") or [])
@@ -69,5 +72,11 @@ class ActionModule(ActionBase):
                     f"the hosts selected ({', '.join(sorted(selected)) or 'none'}) include no host of the {looked_for}"
                 )
             return {**result, "failed": True, "msg": f"no host to work on: {why}"}
-        result.update(changed=False, controllers=found["controllers"], workers=found["workers"], targets=targets)
+        result.update(
+            changed=False,
+            controllers=found["controllers"],
+            workers=found["workers"],
+            targets=targets,
+            controller_addresses=api_hosts,
+        )
         return result

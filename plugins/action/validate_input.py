@@ -247,7 +247,10 @@ def api_access_problem(kubeconfig: object, context: object) -> tuple[str, str] |
     else kubernetes.core's environment variables."""
     if not isinstance(kubeconfig, (str, type(None))) or not isinstance(context, (str, type(None))):
         return None  # named by the option checks
-    params = {key: os.environ.get(spec["fallback"][1][0]) for key, spec in ARGUMENT_SPEC.items()}
+    params = {
+        key: os.environ.get(spec["fallback"][1][0]) if "fallback" in spec else spec.get("default")
+        for key, spec in ARGUMENT_SPEC.items()
+    }
     params["validate_certs"] = None  # a connection setting, not read to set one up
     if kubeconfig:
         params["kubeconfig"] = os.path.expanduser(kubeconfig)

@@ -49,4 +49,18 @@ options:
       - Whether to check the API server's certificate.
       - If not given, E(K8S_AUTH_VERIFY_SSL); else what the kubeconfig says (checked by default).
     type: bool
+  fallback_hosts:
+    description:
+      - Addresses (host names or IP addresses) of the cluster's other API servers, tried in turn when the
+        API server of the kubeconfig (or O(host)) gives no answer at all (a refused, dropped or timed-out
+        connection), with its scheme, port, CA and credentials. An address that answers is kept for the
+        rest of the task.
+      - Only where the servers must prove themselves with a certificate of that CA (a CA is given and
+        certificates are checked): credentials are never sent to an address that need not prove it is the
+        cluster's.
+      - The cargoship playbooks give the controllers' addresses (C(ansible_host), else the inventory name),
+        so that a run reaches the API while the server an operator's kubeconfig names is down.
+    type: list
+    elements: str
+    default: []
 """

@@ -51,13 +51,15 @@ ARGUMENT_SPEC = {
     "client_cert": {"type": "path", "fallback": (env_fallback, ["K8S_AUTH_CERT_FILE"])},
     "client_key": {"type": "path", "no_log": False, "fallback": (env_fallback, ["K8S_AUTH_KEY_FILE"])},
     "validate_certs": {"type": "bool", "fallback": (env_fallback, ["K8S_AUTH_VERIFY_SSL"])},
+    # The cluster's other API servers, for when the kubeconfig's one does not answer (_kube_rest.KubeApi).
+    "fallback_hosts": {"type": "list", "elements": "str", "default": []},
 }
 
 
 def connection_params(args: dict) -> dict:
-    """The API connection options out of an action's arguments, every one present (None when not given), as
-    a module's params would have them."""
-    return {key: args.get(key) for key in ARGUMENT_SPEC}
+    """The API connection options out of an action's arguments, every one present (None when not given, or
+    the default the specification gives), as a module's params would have them."""
+    return {key: args.get(key, spec.get("default")) for key, spec in ARGUMENT_SPEC.items()}
 
 
 def kubeconfig_files(params: dict) -> list[str]:
@@ -90,9 +92,9 @@ def api_client(params: dict):
     """A client for the options and environment (see the module docstring): a plain one where the
     credentials allow, else the kubernetes package's ApiClient. Both have what _kube_rest.KubeApi uses."""
     plain = plain_settings(params)
-    if plain is not None:
-        return PlainClient(plain)
-    return package_client(params)
+    client = PlainClient(plain) if plain is not None else package_client(params)
+    client.fallback_hosts = [str(host) for host in params.get("fallback_hosts") or [] if host]
+    return client
 
 
 def package_client(params: dict):

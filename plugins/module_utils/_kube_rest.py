@@ -49,6 +49,9 @@ class ApiUnavailable(Exception):
 MAPS = frozenset({"labels", "annotations", "matchLabels", "nodeSelector", "data", "capacity", "allocatable"})
 # How long one request may take; the typed client set none, a hung API would hang the run.
 REQUEST_TIMEOUT = 30
+# How long one request to another API server than the kubeconfig's may wait for each answer (to connect, for
+# each read): an address that does not lead to an API server must not hold a call up for REQUEST_TIMEOUT.
+FALLBACK_TIMEOUT = 5
 # How long a call is retried while the API answers "not yet", where its step sets no deadline of its own
 # (a wait's deadline is its timeout). Long enough for an apiserver restart or an etcd leader election.
 RETRY_FOR = 30
@@ -174,6 +177,25 @@ def retry_after(value) -> float | None:
         return None
 
 
+def api_servers(host: str, others, may_fall_back: bool) -> list[str]:
+    """The API servers a call may go to: the kubeconfig's (``host``), then, where ``may_fall_back``, the same
+    scheme and port at each of ``others`` (names or addresses; the kubeconfig's own is not repeated). Not
+    where the kubeconfig's server has a path: that is a proxy in front of the API, not an API server."""
+    servers = [host]
+    parts = urllib.parse.urlsplit(host)
+    if not may_fall_back or parts.path.strip("/") or not parts.hostname:
+        return servers
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    seen = {parts.hostname.lower()}
+    for other in others or ():
+        name = str(other).strip().strip("[]").lower()
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        servers.append(f"{parts.scheme}://{f'[{name}]' if ':' in name else name}:{port}")
+    return servers
+
+
 def backoff(attempt: int) -> float:
     """The wait before attempt ``attempt + 1``: 0.25 s doubling to 4 s, with jitter, so that many clients
     retrying at once do not arrive together."""
@@ -188,11 +210,20 @@ class KubeApi:
     Every call rides through transient failures: it is tried again with backoff (the server's Retry-After
     where it sends one) until ``deadline`` (time.monotonic(); the step's own, else RETRY_FOR seconds from
     the call), then raises :class:`ApiUnavailable`. A definite answer (401, 403, 404, 409, 422, a refused
-    eviction) is raised at once."""
+    eviction) is raised at once.
+
+    Where the client names the cluster's other API servers (``fallback_hosts``, see _kube_access) and the
+    servers must prove themselves with the kubeconfig's CA, a call that gets no answer at all from one server
+    (refused, dropped, timed out) goes to the next at once, and the server that answered is kept for the
+    calls after it: an operator's kubeconfig names one server, which may be the one that is down."""
 
     def __init__(self, api_client, deadline: float | None = None):
         self.api_client = api_client
         self.deadline = deadline
+        self.servers = api_servers(
+            api_client.configuration.host, getattr(api_client, "fallback_hosts", ()), self.verifies_servers()
+        )
+        self.current = 0  # which of self.servers calls go to
 
     def answer(
         self,
@@ -215,10 +246,15 @@ class KubeApi:
             self.deadline if self.deadline is not None and retry_for is None else began + (retry_for or RETRY_FOR)
         )
         attempts = 0
+        rotates = server is None and len(self.servers) > 1
+        tried: set[int] = set()
         while True:
             attempts += 1
             remaining = deadline - time.monotonic()
             wait = None
+            fallback = rotates and self.current > 0
+            target = server or self.servers[self.current]
+            tried.add(self.current)
             try:
                 status, reason, text, after = self.send(
                     method,
@@ -226,14 +262,21 @@ class KubeApi:
                     query,
                     body,
                     content_type,
-                    timeout=max(1.0, min(timeout, remaining)),
-                    server=server,
+                    timeout=max(1.0, min(FALLBACK_TIMEOUT if fallback else timeout, remaining)),
+                    server=target,
                     credentials=credentials,
                 )
             except Exception as exc:  # the connection's own kinds: http.client's, ssl's, urllib3's
-                if not transient_error(exc):
+                # Another server that cannot be reached at all (a name that does not resolve, a certificate
+                # that is not the cluster's: refused before any credential is sent) is passed over like one
+                # that is down; the kubeconfig's own server fails the call at once, as without others.
+                if not transient_error(exc) and not fallback:
                     raise
-                last = f"no answer ({type(exc).__name__}: {exc})"
+                last = f"no answer{f' from {target}' if rotates else ''} ({type(exc).__name__}: {exc})"
+                if rotates:
+                    self.current = (self.current + 1) % len(self.servers)
+                    if self.current not in tried and time.monotonic() < deadline:
+                        continue  # a server not asked yet in this call: at once
             else:
                 if not statuses or not transient_answer(path, status, text):
                     return status, reason, text
@@ -242,6 +285,7 @@ class KubeApi:
             now = time.monotonic()
             if now >= deadline:
                 raise ApiUnavailable(f"{method} {path}", attempts, now - began, last)
+            tried.clear()
             time.sleep(min(deadline - now, wait if wait is not None else backoff(attempts)))
 
     def send(

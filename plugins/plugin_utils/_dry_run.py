@@ -187,6 +187,9 @@ class PlayAssessment:
             value = self.settings.get(name)
             if value is not None:
                 args[option] = value
+        # As the plays' module_defaults give them to a real run's API calls.
+        if self.settings.get("fleet_api_hosts"):
+            args["fallback_hosts"] = list(self.settings["fleet_api_hosts"])
         return args
 
     def assess_engine_facts(self, phase: dict) -> None:

@@ -40,6 +40,20 @@ def test_unreachable_host_fails_before_anything_is_locked_and_is_named(fleet, tm
         assert fleet.sh(name, "test -e /etc/rancher/k3s/registries.yaml", check=False).returncode == 1
 
 
+def test_a_host_whose_clock_is_off_by_more_than_allowed_stops_the_run_before_anything(fleet, tmp_path):
+    """w1's wall clock 45 s ahead (the lab's clock-skew library; cargoship allows 30 s): the real run stops at
+    its host checks, naming the host and the difference, before any lock or file."""
+    inventory = desired_inventory(fleet, tmp_path / "inv")
+    with fleet.clock_off("w1", 45):
+        result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
+    assert result.returncode == 1, result.stdout + result.stderr
+    found = re.search(r"w1: clock differs from the control host's by (\d+)s \(allowed 30s\)", result.stderr)
+    assert found and 44 <= int(found.group(1)) <= 47, result.stdout + result.stderr
+    for name in fleet.hosts:
+        assert fleet.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
+        assert fleet.sh(name, "test -e /etc/rancher/k3s/registries.yaml", check=False).returncode == 1
+
+
 def test_host_keys_are_checked_an_unknown_host_key_stops_the_run(fleet, tmp_path):
     inventory = desired_inventory(fleet, tmp_path / "inv")
     hosts = yaml.safe_load((inventory / "hosts.yml").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,26 @@ def test_drain_blocked_by_a_budget_is_bounded_and_leaves_the_node_as_it_was(flee
     # Once the budget allows it, a re-run completes.
     assert cargoship("engine-config-sync", "-i", str(inventory), "--confirm").returncode == 0
     assert fleet.starts("w1") == starts + 1
+
+
+def test_a_rerun_reaches_the_api_through_another_controller_while_the_kubeconfigs_is_down(fleet):
+    """The breach the soak found (seed soak-20261207-1, rollout 1): a run killed (SIGKILL) while c1, the server
+    the operator's kubeconfig names (real-engines.md: one server, or a load balancer), was stopped for its
+    restart; the documented recovery, a rerun, could not reach the API ("cannot reach the Kubernetes API ...
+    Connection refused") and so could never start c1 again. The API calls now turn to the other controllers'
+    API servers (their inventory addresses, the kubeconfig's port, CA and token) while c1's does not answer."""
+    inventory = str(fleet.inventory)
+    # What a run lost between stopping c1's engine and starting it again leaves.
+    fleet.kubectl("cordon", "c1")
+    fleet.kubectl("annotate", "node", "c1", "cargoship.io/cordoned-by=20261207T000000Z-0ld0ne")
+    fleet.sh("c1", "systemctl stop k3s")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection((fleet.hosts["c1"].address, 6443), timeout=5).close()
+    result = cargoship("engine-config-sync", "-i", inventory, "--confirm")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert fleet.sh("c1", "systemctl is-active k3s").stdout.strip() == "active"
+    assert fleet.node_ready("c1") == "True"
+    node = fleet.core.read_node("c1")
+    assert not node.spec.unschedulable and "cargoship.io/cordoned-by" not in (node.metadata.annotations or {})
+    again = cargoship("engine-config-sync", "-i", inventory, "--dry-run", "--detailed-exitcode")
+    assert again.returncode == 0, again.stdout + again.stderr

@@ -291,8 +291,15 @@ def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> 
 # -- image --------------------------------------------------------------------------------------------
 
 
+# The lab's clock-skew library (clock_skew.c: what a host whose wall clock is off shows its processes), built on
+# this machine at the image's build. A host preloads it only while the soak skews its clock (tests/soak/soak.py).
+CLOCK_SKEW_SOURCE = HERE / "clock_skew.c"
+CLOCK_SKEW_LIBRARY = "/usr/local/lib/cargoship-lab/clock_skew.so"
+
+
 def image_name() -> str:
-    digest = hashlib.sha256((DEBIAN_SUITE + " ".join(IMAGE_PACKAGES) + IMAGE_SETUP).encode()).hexdigest()[:12]
+    built_from = DEBIAN_SUITE + " ".join(IMAGE_PACKAGES) + IMAGE_SETUP + CLOCK_SKEW_SOURCE.read_text()
+    digest = hashlib.sha256(built_from.encode()).hexdigest()[:12]
     return f"localhost/cargoship-lab-host:{digest}"
 
 
@@ -327,6 +334,7 @@ def build_image(image: str, log=print) -> None:
             timeout=900,
         )
         run(["chroot", str(rootfs), "/bin/sh", "-c", IMAGE_SETUP])
+        install_clock_skew(rootfs)
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         imported = subprocess.run(
             ["podman", "import", "--change", 'CMD=["/sbin/init"]', "-", image],
@@ -339,6 +347,23 @@ def build_image(image: str, log=print) -> None:
         tar.wait()
         if imported.returncode != 0 or tar.returncode != 0:
             raise LabError(f"podman import failed: {imported.stderr.strip()}")
+
+
+def install_clock_skew(rootfs: Path) -> None:
+    """The clock-skew library into the image (not preloaded until a host's clock is skewed)."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        raise LabError(
+            "no C compiler (cc) on this machine: the lab's clock-skew library needs one (make deps installs gcc)"
+        )
+    library = rootfs / CLOCK_SKEW_LIBRARY.lstrip("/")
+    library.parent.mkdir(parents=True, exist_ok=True)
+    run([compiler, "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(library), str(CLOCK_SKEW_SOURCE), "-ldl"])
+    # Built with this machine's C library for the image's: one that does not load there would print an error in
+    # every process of a skewed host.
+    loaded = run(["chroot", str(rootfs), "/usr/bin/env", f"LD_PRELOAD={CLOCK_SKEW_LIBRARY}", "/bin/true"], check=False)
+    if loaded.returncode != 0 or loaded.stderr.strip():
+        raise LabError(f"the clock-skew library does not load in the image: {loaded.stderr.strip()}")
 
 
 # -- certificates -------------------------------------------------------------------------------------

@@ -204,6 +204,41 @@ class RunningLab:
             assert response.status == 200
             return json.loads(response.read())
 
+    SKEW_FILE = "/etc/cargoship-lab/clock-skew"  # read by tests/lab/clock_skew.c
+
+    def skew_clock(self, name: str, seconds: int) -> None:
+        """Move a host's wall clock by ``seconds`` (0: back to the machine's), as every process started there
+        from now on reads it (through the lab's clock-skew library; the running engine and kubelet from
+        their next start), and wait until a new process there reads it so. Through podman, not SSH (which
+        a test may have cut)."""
+        container = self.hosts[name].container
+        if seconds:
+            command = (
+                f"mkdir -p {self.SKEW_FILE.rsplit('/', 1)[0]} && echo {int(seconds)} > {self.SKEW_FILE} "
+                f"&& echo {labctl.CLOCK_SKEW_LIBRARY} > /etc/ld.so.preload"
+            )
+        else:
+            # The processes started meanwhile keep the library, which reads no skew once the file is gone.
+            command = f"rm -f {self.SKEW_FILE} /etc/ld.so.preload"
+        labctl.podman("exec", container, "sh", "-c", command)
+        deadline = time.monotonic() + 10
+        while True:  # the library reads the file again at most once a second
+            shown = float(labctl.podman("exec", container, "date", "+%s.%N").stdout)
+            if abs(shown - time.time() - seconds) < 2:
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{name}'s clock reads {shown - time.time():+.0f} s, not {seconds:+d} s")
+            time.sleep(0.5)
+
+    @contextmanager
+    def clock_off(self, name: str, seconds: int):
+        """A host's wall clock off by ``seconds`` for the block."""
+        self.skew_clock(name, seconds)
+        try:
+            yield
+        finally:
+            self.skew_clock(name, 0)
+
     @contextmanager
     def node_grace(self, seconds: float):
         """Another grace period in the API double (40 s, as Kubernetes', otherwise) for the block."""

@@ -29,9 +29,14 @@ The faults (``FAULTS``) and how each is recovered from, as docs/reliability.md d
 - ``stale_lock``: a host holds a dead run's lock, untouched for an hour; the run takes it over;
 - ``none``: no fault (the control for the others).
 
-Not injected: a clock skew. The lab's hosts are containers on one kernel, whose realtime clock is one for all
-(Linux time namespaces cover only the monotonic and boot-time clocks): a host's clock cannot be set apart
-from the control host's here.
+Beside the fault, about one rollout in four (``--skew-share``) has a host whose wall clock is off by 5 to 25 s,
+ahead or behind (cargoship allows 30 s by default, ``cargoship_max_clock_skew``): a standing condition of a host
+more than an event, set before the run and kept through the recovery and the dry run, drawn from a random source
+of its own so that a seed's faults are what they were before it was drawn. The lab's hosts are containers on one
+kernel, whose realtime clock is one for all (time namespaces cover only the monotonic and boot-time clocks): the
+skew is what the host's processes read, through the lab's library (tests/lab/clock_skew.c), which the host
+preloads while its clock is off (its engine and kubelet from their next start, which the rollout's restart of
+the node brings).
 
 The invariants (``check``), after each rollout and its recovery:
 
@@ -421,6 +426,21 @@ FAULTS = {
 }
 
 
+# -- a host's clock ---------------------------------------------------------------------------------------------
+
+CLOCK_SKEW_SHARE = 0.25
+# Within the 30 s cargoship allows by default, less the seconds between the control host's reading and the host's.
+CLOCK_SKEW_MAX = 25
+
+
+def drawn_skew(seed: str, index: int, hosts: list[str], share: float = CLOCK_SKEW_SHARE) -> dict | None:
+    """The host whose clock is off in this rollout, and by how many seconds; None for none."""
+    rng = random.Random(f"{seed}/{index}/clock")
+    if rng.random() >= share:
+        return None
+    return {"host": rng.choice(sorted(hosts)), "seconds": rng.choice((-1, 1)) * rng.randint(5, CLOCK_SKEW_MAX)}
+
+
 # -- one rollout -----------------------------------------------------------------------------------------------
 
 
@@ -601,12 +621,42 @@ def drawn(seed: str, index: int, state: dict, engine: str, only: str | None = No
     return rng, new_state, change, fault
 
 
-def rollout(lab: RunningLab, state: dict, seed: str, index: int, directory: Path, log, only: str | None = None) -> dict:
+def rollout(
+    lab: RunningLab,
+    state: dict,
+    seed: str,
+    index: int,
+    directory: Path,
+    log,
+    only: str | None = None,
+    skew_share: float = CLOCK_SKEW_SHARE,
+) -> dict:
     """One rollout; the new desired state. Raises Breach."""
+    skew = drawn_skew(seed, index, list(lab.hosts), skew_share)
+    if skew is None:
+        return faulted_rollout(lab, state, seed, index, directory, log, only, skew)
+    lab.skew_clock(skew["host"], skew["seconds"])
+    try:
+        return faulted_rollout(lab, state, seed, index, directory, log, only, skew)
+    finally:
+        lab.skew_clock(skew["host"], 0)
+
+
+def faulted_rollout(
+    lab: RunningLab, state: dict, seed: str, index: int, directory: Path, log, only: str | None, skew: dict | None
+) -> dict:
+    """The rollout's run with its fault, the recovery and the invariants, with a host's clock off if ``skew``."""
     rng, new_state, change, fault = drawn(seed, index, state, lab.engine, only)
     inventory = write_inventory(lab, directory / f"inventory-{index}", new_state)
     struck = Struck(fault.name)
-    record = {"seed": seed, "rollout": index, "engine": lab.engine, "change": change, "fault": fault.name}
+    record = {
+        "seed": seed,
+        "rollout": index,
+        "engine": lab.engine,
+        "change": change,
+        "fault": fault.name,
+        "clock_skew": skew,
+    }
     before, cluster_before = host_state(lab), cluster_state(lab)
     follow = Rollout(lab, rng)
     report_path = directory / f"run-{index}.json"
@@ -665,6 +715,7 @@ def soak(
     log_path: Path,
     lab: RunningLab | None = None,
     only: str | None = None,
+    skew_share: float = CLOCK_SKEW_SHARE,
 ) -> list[dict]:
     """Run the soak; its records. A lab given is used as it is (one engine); else one is brought up per engine
     and taken down at the end."""
@@ -677,9 +728,11 @@ def soak(
         with log_path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record, default=str) + "\n")
         struck = record["struck"]
+        skew = record.get("clock_skew")
+        clock = f" ({skew['host']}'s clock {skew['seconds']:+d} s)" if skew else ""
         print(
             f"[{record['rollout']:>2}] {record['engine']:<4} {', '.join(record['change']):<60} "
-            f"{record['fault']:<18} {'struck ' + struck['moment'] if struck['hit'] else 'missed':<52} "
+            f"{record['fault'] + clock:<18} {'struck ' + struck['moment'] if struck['hit'] else 'missed':<52} "
             f"rc {record['rc']} -> recovery rc {record['recovery']['rc']}; "
             f"{'BREACH: ' + '; '.join(record['breach']) if record['breach'] else 'invariants hold'}",
             flush=True,
@@ -709,7 +762,7 @@ def soak(
             if started.returncode != 0:
                 raise Breach(f"the soak's first run on {engine} failed: {started.stdout[-2000:]}")
             for _rollout in range(per_engine.count(engine)):
-                state = rollout(lab, state, seed, index, directory, log, only)
+                state = rollout(lab, state, seed, index, directory, log, only, skew_share)
                 index += 1
     except BaseException:
         print(f"the runs' inventories and reports are kept in {directory}", flush=True)
@@ -734,6 +787,10 @@ def summary(records: list[dict]) -> str:
         entry["survived"] += record["struck"]["hit"] and not record["breach"]
     lines = ["| fault | drawn | struck | survived |", "|---|---|---|---|"]
     lines += [f"| {name} | {e['drawn']} | {e['struck']} | {e['survived']} |" for name, e in sorted(table.items())]
+    skewed = [record for record in records if record.get("clock_skew")]
+    if skewed:
+        held = sum(not record["breach"] for record in skewed)
+        lines.append(f"| clock_skew (beside the fault) | {len(skewed)} | {len(skewed)} | {held} |")
     return "\n".join(lines)
 
 
@@ -747,6 +804,12 @@ def main() -> int:
     parser.add_argument("--controllers", type=int, default=3)
     parser.add_argument("--engines", default="k3s,rke2")
     parser.add_argument("--fault", choices=sorted(FAULTS), help="only this fault (to repeat one)")
+    parser.add_argument(
+        "--skew-share",
+        type=float,
+        default=CLOCK_SKEW_SHARE,
+        help="the share of rollouts with a host whose clock is off (0 to 1)",
+    )
     parser.add_argument("--log", type=Path, default=REPO / ".cache" / "soak" / "soak.jsonl")
     args = parser.parse_args()
     print(
@@ -757,7 +820,14 @@ def main() -> int:
     started = time.monotonic()
     try:
         records = soak(
-            args.seed, args.rollouts, args.engines.split(","), args.hosts, args.controllers, args.log, only=args.fault
+            args.seed,
+            args.rollouts,
+            args.engines.split(","),
+            args.hosts,
+            args.controllers,
+            args.log,
+            only=args.fault,
+            skew_share=args.skew_share,
         )
     except Breach as exc:
         print(f"BREACH (seed {args.seed}): {exc}\nrepeat: make soak SEED={args.seed}", flush=True)

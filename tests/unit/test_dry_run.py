@@ -111,11 +111,21 @@ def test_a_drifted_or_stopped_node_gets_its_restart_with_the_batchs_one_drain_as
         },
         "w3": {"connect_survey": survey("w3"), "cargoship_hooks": HOOKS},
     }
-    result, modules = assess("workers", hostvars, hooks=HOOKS, settings={"cargoship_api_context": "lab"})
+    settings = {"cargoship_api_context": "lab", "fleet_api_hosts": ["10.0.0.11", "10.0.0.12"]}
+    result, modules = assess("workers", hostvars, hooks=HOOKS, settings=settings)
     assert not result.get("failed")
     drains = [args for name, args in modules.calls if args.get("state") == "drained"]
-    # One drain assessment, of the nodes a real run would drain (w3 has nothing to do).
-    assert drains == [{"names": ["node-w1", "node-w2"], "state": "drained", "force": False, "context": "lab"}]
+    # One drain assessment, of the nodes a real run would drain (w3 has nothing to do), through the API as a
+    # real run reaches it (the controllers' API servers when the kubeconfig's does not answer).
+    assert drains == [
+        {
+            "names": ["node-w1", "node-w2"],
+            "state": "drained",
+            "force": False,
+            "context": "lab",
+            "fallback_hosts": ["10.0.0.11", "10.0.0.12"],
+        }
+    ]
     restart = by(result, "w1", "sync_worker")[-1]["result"]["cargoship_phase"]["changes"]
     assert restart == [
         "cordon",

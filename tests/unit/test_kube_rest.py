@@ -287,3 +287,92 @@ def test_a_health_check_of_another_server_is_read_not_retried_for_its_status(kub
     other = configuration.host.replace("127.0.0.1", "localhost")
     assert kube.product.get_text("/readyz", server=other)[0] == 503
     assert kube.product.get_text("/readyz", server=other)[0] == 200
+
+
+# -- another API server when the kubeconfig's does not answer ----------------------------------------------
+
+
+def record_requests(api) -> list[str]:
+    """The address of every request the client sends from now on (answered or not), in order."""
+    sent: list[str] = []
+    pool = api.api_client.rest_client.pool_manager
+    send = pool.request
+
+    def recorded(method, url, *args, **kwargs):
+        sent.append(url.split("/api/", 1)[0])
+        return send(method, url, *args, **kwargs)
+
+    pool.request = recorded
+    return sent
+
+
+def test_the_other_servers_keep_the_kubeconfigs_scheme_and_port_and_only_with_a_ca():
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import api_servers
+
+    main = "https://10.0.0.11:6443"
+    others = ["10.0.0.11", "c2.example", "fd00::12", "[fd00::13]", ""]
+    assert api_servers(main, others, True) == [
+        main,
+        "https://c2.example:6443",
+        "https://[fd00::12]:6443",
+        "https://[fd00::13]:6443",
+    ]
+    # Credentials go only to a server that must prove itself with the kubeconfig's CA.
+    assert api_servers(main, others, False) == [main]
+    # A server with a path is a proxy in front of the API, not one of its servers.
+    assert api_servers("https://proxy.example/k8s/clusters/c-1", others, True) == [
+        "https://proxy.example/k8s/clusters/c-1"
+    ]
+
+
+def test_a_server_that_refuses_is_passed_over_for_another_and_the_one_that_answers_is_kept(kube):
+    """An operator's kubeconfig names one server (real-engines.md, "The API server and etcd"); a lost run left
+    its engine stopped: the calls go on through another controller's API server, with the same CA and token."""
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
+    kube.node("c2")
+    # Nothing listens on 127.0.0.2: its connections are refused, as a stopped server's :6443 is.
+    down = {**kube.access, "host": f"https://127.0.0.2:{kube.port}"}
+    api = ProductApi(api_client({**down, "fallback_hosts": ["127.0.0.1"]}), deadline=time.monotonic() + 10)
+    sent = record_requests(api)
+    began = time.monotonic()
+    assert [n.metadata.name for n in api.list_node().items] == ["c2"]
+    assert time.monotonic() - began < 2, "another server is asked at once, not after a back-off"
+    assert api.read_node("c2").metadata.name == "c2"
+    up = f"https://127.0.0.1:{kube.port}"
+    assert sent == [down["host"], up, up], "the server that answered is kept for the next call"
+
+
+def test_without_a_ca_to_check_the_other_servers_nothing_is_sent_to_them(kube):
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiUnavailable
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
+    kube.node("c2")
+    unchecked = {"host": f"https://127.0.0.2:{kube.port}", "api_key": "unit-token", "validate_certs": False}
+    api = ProductApi(api_client({**unchecked, "fallback_hosts": ["127.0.0.1"]}), deadline=time.monotonic() + 1.5)
+    sent = record_requests(api)
+    with pytest.raises(ApiUnavailable, match=r"the last: no answer \(Connection"):
+        api.list_node()
+    assert sent and set(sent) == {unchecked["host"]}, "the token went to a server that need not prove itself"
+
+
+def test_when_every_server_is_down_the_error_names_the_last_one_asked(kube):
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_access import api_client
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiUnavailable
+    from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
+
+    down = {**kube.access, "host": f"https://127.0.0.2:{kube.port}"}
+    # 127.0.0.3 refuses too; "no-such-host.invalid" does not resolve: passed over like a server that is down.
+    api = ProductApi(
+        api_client({**down, "fallback_hosts": ["127.0.0.3", "no-such-host.invalid"]}), deadline=time.monotonic() + 2
+    )
+    sent = record_requests(api)
+    with pytest.raises(ApiUnavailable) as unavailable:
+        api.list_node()
+    message = str(unavailable.value)
+    assert "the last: no answer from https://" in message, message
+    others = {f"https://127.0.0.3:{kube.port}", f"https://no-such-host.invalid:{kube.port}"}
+    assert set(sent) == {down["host"], *others}, "each server asked in turn, round after round"
+    assert len(sent) >= 6
