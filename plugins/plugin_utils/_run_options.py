@@ -318,7 +318,9 @@ OPTIONS: tuple[Option, ...] = (
         "path",
         "Kubernetes API",
         "The kubeconfig on the control host used to drain, watch and label nodes; else C(K8S_AUTH_KUBECONFIG), "
-        "else C(KUBECONFIG) (several files merged, as kubectl does), else C(~/.kube/config).",
+        "else C(KUBECONFIG) (several files merged, as kubectl does), else C(~/.kube/config). When the API server "
+        "it names gives no answer at all, the calls go to the other controllers' API servers (their "
+        "C(ansible_host), with its port, CA and credentials), where its CA checks them.",
         roles=(*SYNC, "label_nodes", "hooks:cluster_ready"),
     ),
     Option(
