@@ -56,7 +56,7 @@ options:
         connection), with its scheme, port, CA and credentials. An address that answers is kept for the
         rest of the task.
       - Only where the servers must prove themselves with a certificate of that CA (a CA is given and
-        certificates are checked): credentials are never sent to an address that need not prove it is the
+        certificates are checked), so that credentials never go to an address that need not prove it is the
         cluster's.
       - The cargoship playbooks give the controllers' addresses (C(ansible_host), else the inventory name),
         so that a run reaches the API while the server an operator's kubeconfig names is down.

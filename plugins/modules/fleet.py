@@ -58,8 +58,8 @@ targets:
   elements: str
 controller_addresses:
   description:
-    - Where each controller of RV(controllers) is, as the inventory tells (its C(ansible_host), else its name):
-      the other API servers that the modules of the C(cargoship.engine.kubernetes) group may turn to when
+    - Where each controller of RV(controllers) is, as the inventory tells (its C(ansible_host), else its name).
+    - The other API servers that the modules of the C(cargoship.engine.kubernetes) group may turn to when
       the kubeconfig's server does not answer (their O(cargoship.engine.cluster_node#module:fallback_hosts)).
   returned: success
   type: list
