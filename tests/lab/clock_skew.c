@@ -20,6 +20,12 @@
  *   time they return by the skew. (A time a process set explicitly, as `touch -d` does, was the process's
  *   own skewed time and is moved a second time on reading; nothing the lab's tests or cargoship compare
  *   is set so.)
+ * Kinder than a real skewed host in one way: the processes that ran before the host preloaded the library (its
+ * engine and the kubelet in it, under the stand-in) read the machine's clock until their next start, where a
+ * real host's clock step reaches them at once; so a node the rollout does not restart shows its Lease renewals
+ * on the right time. The restarts cargoship judges by the node's own clock (a stop time and the next Lease) see
+ * the skew on both sides. Preloading it from the host's boot would close this; every lab test would then run
+ * with it (not done: a replica of the whole suite first).
  * Not moved: timers and timeouts, which count durations (poll, select, nanosleep, timerfd), and the kernel's
  * own stamps elsewhere (the journal's, /proc). libfaketime does all this and more, but its Debian 12 build
  * hangs Python's threading waits or fails time.sleep() with EINVAL (measured with Python 3.11.2), which is why

@@ -295,6 +295,7 @@ def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> 
 # this machine at the image's build. A host preloads it only while the soak skews its clock (tests/soak/soak.py).
 CLOCK_SKEW_SOURCE = HERE / "clock_skew.c"
 CLOCK_SKEW_LIBRARY = "/usr/local/lib/cargoship-lab/clock_skew.so"
+CLOCK_SKEW_FILE = "/etc/cargoship-lab/clock-skew"  # the seconds the library moves the clock by (its SKEW_FILE)
 
 
 def image_name() -> str:

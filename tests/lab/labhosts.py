@@ -204,8 +204,6 @@ class RunningLab:
             assert response.status == 200
             return json.loads(response.read())
 
-    SKEW_FILE = "/etc/cargoship-lab/clock-skew"  # read by tests/lab/clock_skew.c
-
     def skew_clock(self, name: str, seconds: int) -> None:
         """Move a host's wall clock by ``seconds`` (0: back to the machine's), as every process started there
         from now on reads it (through the lab's clock-skew library; the running engine and kubelet from
@@ -214,12 +212,12 @@ class RunningLab:
         container = self.hosts[name].container
         if seconds:
             command = (
-                f"mkdir -p {self.SKEW_FILE.rsplit('/', 1)[0]} && echo {int(seconds)} > {self.SKEW_FILE} "
+                f"mkdir -p {os.path.dirname(labctl.CLOCK_SKEW_FILE)} && echo {int(seconds)} > {labctl.CLOCK_SKEW_FILE} "
                 f"&& echo {labctl.CLOCK_SKEW_LIBRARY} > /etc/ld.so.preload"
             )
         else:
             # The processes started meanwhile keep the library, which reads no skew once the file is gone.
-            command = f"rm -f {self.SKEW_FILE} /etc/ld.so.preload"
+            command = f"rm -f {labctl.CLOCK_SKEW_FILE} /etc/ld.so.preload"
         labctl.podman("exec", container, "sh", "-c", command)
         deadline = time.monotonic() + 10
         while True:  # the library reads the file again at most once a second

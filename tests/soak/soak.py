@@ -57,6 +57,7 @@ The invariants (``check``), after each rollout and its recovery:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import datetime
 import json
@@ -631,21 +632,16 @@ def rollout(
     only: str | None = None,
     skew_share: float = CLOCK_SKEW_SHARE,
 ) -> dict:
-    """One rollout; the new desired state. Raises Breach."""
+    """One rollout, with a host's clock off if one is drawn; the new desired state. Raises Breach."""
     skew = drawn_skew(seed, index, list(lab.hosts), skew_share)
-    if skew is None:
+    with lab.clock_off(skew["host"], skew["seconds"]) if skew else contextlib.nullcontext():
         return faulted_rollout(lab, state, seed, index, directory, log, only, skew)
-    lab.skew_clock(skew["host"], skew["seconds"])
-    try:
-        return faulted_rollout(lab, state, seed, index, directory, log, only, skew)
-    finally:
-        lab.skew_clock(skew["host"], 0)
 
 
 def faulted_rollout(
     lab: RunningLab, state: dict, seed: str, index: int, directory: Path, log, only: str | None, skew: dict | None
 ) -> dict:
-    """The rollout's run with its fault, the recovery and the invariants, with a host's clock off if ``skew``."""
+    """The rollout's run with its fault, the recovery and the invariants (``skew``: the host's clock that is off)."""
     rng, new_state, change, fault = drawn(seed, index, state, lab.engine, only)
     inventory = write_inventory(lab, directory / f"inventory-{index}", new_state)
     struck = Struck(fault.name)
