@@ -5,11 +5,14 @@ calls, the reads the run's phases declare (plugin_utils/_reads.py)."""
 
 from __future__ import annotations
 
+import time
+
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import calls_moved_out
 from ansible_collections.cargoship.engine.plugins.plugin_utils._reads import survey_calls
+from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import timed_survey
 
 
 class ActionModule(ActionBase):
@@ -38,5 +41,6 @@ class ActionModule(ActionBase):
             module_args={"calls": calls, "credentials": credentials},
             task_vars=task_vars,
         )
+        module_result = timed_survey(module_result, time.time())
         # Which answers a later task may take depends on whether the survey was made in a dry run (_survey.py).
         return merge_hash(result, {**module_result, "dry_run": bool(self._play_context.check_mode)})

@@ -34,7 +34,10 @@ options:
     elements: str
     default: [debian, ubuntu, rhel, rocky, almalinux, centos, sles, opensuse-leap, fedora]
   reference_epoch:
-    description: The control host's clock when the task started; with V(clock), C(clock.skew) is the difference.
+    description:
+      - The control host's clock when the task started; with V(clock), C(clock.skew) is the difference.
+      - The action plugin then narrows C(clock.skew) by the moment the answer came back, since the host read its
+        clock somewhere between the two; the time the call took is not counted as skew.
     type: float
 """
 
@@ -59,7 +62,10 @@ network:
   returned: when network is gathered
   type: dict
 clock:
-  description: C(epoch), the host's clock in seconds, and C(skew), its difference from O(reference_epoch).
+  description:
+    - C(epoch), the host's clock in seconds, and C(skew), its difference from O(reference_epoch).
+    - As the action plugin returns it, C(skew) is the least difference the call's round trip allows and
+      C(skew_range) the lowest and highest.
   returned: when clock is gathered
   type: dict
 firewall:

@@ -21,6 +21,19 @@ def facts_of(os_info: dict | None, host_info: dict | None) -> dict:
     }
 
 
+def narrowed_clock(clock: dict, answered: float) -> dict:
+    """host_info's ``clock`` with its ``skew`` narrowed by the round trip: the host read its clock (``epoch``)
+    after the control host's reference moment (``epoch - skew``, taken before the call was sent) and before
+    the answer came back (``answered``), so the true difference lies between ``epoch - answered`` and
+    ``skew``. The smallest of them is kept: a slow connection or a busy host must not make a clock look
+    further off than it can be (a call of several seconds would otherwise eat into the allowed skew)."""
+    if not isinstance(clock, dict) or clock.get("skew") is None or clock.get("epoch") is None:
+        return clock
+    latest, earliest = float(clock["skew"]), float(clock["epoch"]) - answered
+    least = earliest if earliest > 0 else latest if latest < 0 else 0.0
+    return {**clock, "skew": least, "skew_range": [min(earliest, latest), latest]}
+
+
 def duplicates(facts: dict, key: str) -> list[str]:
     seen = defaultdict(list)
     for host, host_facts in sorted(facts.items()):

@@ -34,13 +34,16 @@ interrupted write fails the sync (``answer_from_comparison``).
 from __future__ import annotations
 
 import copy
+import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.vars import merge_hash
 
+from ansible_collections.cargoship.engine.plugins.plugin_utils._host_checks import narrowed_clock
+
 HOLD_IN_A_REAL_RUN = frozenset(("host_info",))
 # Arguments that name a moment, not a question: host_info's clock is read against the control host's
-# clock of its own call (the skew it reports is the same whichever moment is taken).
+# clock of its own call, and narrowed by when its answer came back (timed_answer).
 MOMENTS = {"host_info": frozenset(("reference_epoch",))}
 
 
@@ -104,7 +107,30 @@ def answer_or_ask(action: ActionBase, module: str, args: dict, survey: object, t
     found = answer_from(survey, module, args, bool(action._play_context.check_mode), bool(action._task.diff))
     if found is None:
         found = action._execute_module(module_name=f"cargoship.engine.{module}", module_args=args, task_vars=task_vars)
+        found = timed_answer(module, found, time.time())
     return found
+
+
+def timed_answer(module: str, result: dict, answered: float) -> dict:
+    """A host's answer as the control host takes it: host_info's clock skew narrowed by the moment the answer
+    came back (``answered``), so that the time the call took is not counted as skew (_host_checks.py)."""
+    if module == "host_info" and isinstance(result, dict) and "clock" in result:
+        return {**result, "clock": narrowed_clock(result["clock"], answered)}
+    return result
+
+
+def timed_survey(result: dict, answered: float) -> dict:
+    """A host_survey's result with each of its host_info answers narrowed as ``timed_answer`` does."""
+    answers = result.get("answers") if isinstance(result, dict) else None
+    if not isinstance(answers, list):
+        return result
+    timed = [
+        {**item, "result": timed_answer(str(item.get("module")), item.get("result"), answered)}
+        if isinstance(item, dict)
+        else item
+        for item in answers
+    ]
+    return {**result, "answers": timed}
 
 
 class SurveyAnsweredAction(ActionBase):

@@ -48,7 +48,8 @@ def test_a_host_whose_clock_is_off_by_more_than_allowed_stops_the_run_before_any
         result = cargoship("engine-config-sync", "-i", str(inventory), "--confirm")
     assert result.returncode == 1, result.stdout + result.stderr
     found = re.search(r"w1: clock differs from the control host's by (\d+)s \(allowed 30s\)", result.stderr)
-    assert found and 44 <= int(found.group(1)) <= 47, result.stdout + result.stderr
+    # Never more than the clock is off: the time the call took is not counted (CI once said 48 s for 45).
+    assert found and 30 < int(found.group(1)) <= 45, result.stdout + result.stderr
     for name in fleet.hosts:
         assert fleet.sh(name, "test -e /var/lib/cargoship/lock.json", check=False).returncode == 1
         assert fleet.sh(name, "test -e /etc/rancher/k3s/registries.yaml", check=False).returncode == 1

@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 from test_modules import run_module
 
 from ansible_collections.cargoship.engine.plugins.module_utils._credentials import calls_moved_out, moved_out
-from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import answer_from, answer_from_comparison
+from ansible_collections.cargoship.engine.plugins.plugin_utils._host_checks import facts_of, narrowed_clock, problems
+from ansible_collections.cargoship.engine.plugins.plugin_utils._survey import (
+    answer_from,
+    answer_from_comparison,
+    timed_answer,
+    timed_survey,
+)
 
 NO_ENGINE_HERE = any(Path(p).exists() for p in ("/etc/rancher", "/var/lib/rancher"))
 
@@ -448,3 +455,32 @@ def test_the_declarations_name_the_modules_the_survey_answers_for_without_import
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, env={"PYTHONPATH": str(root)}
     )
     assert done.stdout.strip() == "[]", done.stdout
+
+
+@pytest.mark.parametrize(
+    ("epoch", "skew", "answered", "least"),
+    [
+        # Reference 1000, the answer back at 1003: the host read its clock somewhere in between.
+        (1047.0, 47.0, 1003.0, 44.0),  # 44 to 47 s ahead: at least 44
+        (957.0, -43.0, 1003.0, -43.0),  # 43 to 46 s behind: at least 43
+        (1001.5, 1.5, 1003.0, 0.0),  # -1.5 to +1.5 s: may be none at all
+    ],
+)
+def test_a_hosts_clock_skew_is_the_least_its_round_trip_allows(epoch, skew, answered, least):
+    narrowed = narrowed_clock({"epoch": epoch, "skew": skew}, answered)
+    assert narrowed["skew"] == least
+    assert narrowed["skew_range"] == [epoch - answered, skew]
+
+
+def test_a_slow_call_is_not_counted_as_clock_skew():
+    """host_info called 40 s after its reference moment (a slow connection, a busy control host): the module
+    alone says 40 s; the answer as the control host takes it, timed by its return, says none, and the host
+    checks pass. The same host with a clock 40 s off would show it whatever the call took (the test above)."""
+    reference = time.time() - 40
+    result = run_module("host_info", {"gather": ["clock"], "reference_epoch": reference})
+    assert result["clock"]["skew"] >= 40
+    timed = timed_answer("host_info", result, time.time())
+    assert abs(timed["clock"]["skew"]) < 1
+    assert problems({"h1": {**facts_of({"os": {"arch": "amd64"}}, timed), "private_address": "10.0.0.1"}}) == []
+    surveyed = timed_survey({"answers": [{"module": "host_info", "args": {}, "result": result}]}, time.time())
+    assert abs(surveyed["answers"][0]["result"]["clock"]["skew"]) < 1
