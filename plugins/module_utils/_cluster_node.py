@@ -31,6 +31,7 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_nodes impor
     uncordoned,
 )
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import ApiException, ApiUnavailable, KubeApi
+from ansible_collections.cargoship.engine.plugins.module_utils._outcome import Failed
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,10 @@ def run_state(module, missing_library: Callable[[str], str]) -> dict:
             # A wait's calls ride through "not yet" answers for as long as the wait itself may take.
             api.deadline = time.monotonic() + p["timeout"]
         result = handler(api, module)
+    except Failed:
+        # The state's own failure (fail_json raises it where the state runs in process, plugin_utils/_in_process.py):
+        # it says what is wrong itself, and is not an API that cannot be reached.
+        raise
     except ApiException as exc:
         module.fail_json(msg=f"Kubernetes API refused {p['state']} of {subject(p, target)}: {api_message(exc)}")
     except ApiUnavailable as exc:

@@ -5,8 +5,8 @@
  *
  * The lab's hosts are containers on one kernel, and Linux keeps one realtime clock for all of them (time
  * namespaces offset only CLOCK_MONOTONIC and CLOCK_BOOTTIME: time_namespaces(7)), so a host's clock cannot be
- * set apart from the control host's. This library, preloaded through the host's /etc/ld.so.preload while its
- * clock is off, moves what every process started there reads of the wall clock by the seconds in
+ * set apart from the control host's. This library, preloaded by every process of a host from its boot (the
+ * image's /etc/ld.so.preload), moves what those processes read of the wall clock by the seconds in
  * /etc/cargoship-lab/clock-skew (a signed integer; none, or no file, is no skew). It reads the file again at
  * most once a second, so that a skew changed or removed reaches the processes that have it at once, as a clock
  * step on a real host does.
@@ -20,14 +20,13 @@
  *   time they return by the skew. (A time a process set explicitly, as `touch -d` does, was the process's
  *   own skewed time and is moved a second time on reading; nothing the lab's tests or cargoship compare
  *   is set so.)
- * Kinder than a real skewed host in one way: the processes that ran before the host preloaded the library (its
- * engine and the kubelet in it, under the stand-in) read the machine's clock until their next start, where a
- * real host's clock step reaches them at once; so a node the rollout does not restart shows its Lease renewals
- * on the right time. The restarts cargoship judges by the node's own clock (a stop time and the next Lease) see
- * the skew on both sides. Preloading it from the host's boot would close this; every lab test would then run
- * with it (not done: a replica of the whole suite first).
+ * A skew reaches the processes already running (the engine, the kubelet in it, systemd, journald, sshd) within a
+ * second, as a real clock step does: a node the rollout does not restart renews its Lease on the skewed time,
+ * and journald stamps the services' output (their stdout streams, the engine's log) by it, as it would there
+ * (measured: a line through systemd-cat 20 s behind on a host 20 s behind).
  * Not moved: timers and timeouts, which count durations (poll, select, nanosleep, timerfd), and the kernel's
- * own stamps elsewhere (the journal's, /proc). libfaketime does all this and more, but its Debian 12 build
+ * own stamps elsewhere (/proc; the syslog datagrams journald takes with the kernel's receive time, as logger
+ * sends them: measured on the right time on that host). libfaketime does all this and more, but its Debian 12 build
  * hangs Python's threading waits or fails time.sleep() with EINVAL (measured with Python 3.11.2), which is why
  * the lab has its own.
  */

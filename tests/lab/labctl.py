@@ -292,14 +292,17 @@ def podman(*args: str, check: bool = True, input_bytes: bytes | None = None) -> 
 
 
 # The lab's clock-skew library (clock_skew.c: what a host whose wall clock is off shows its processes), built on
-# this machine at the image's build. A host preloads it only while the soak skews its clock (tests/soak/soak.py).
+# this machine at the image's build and preloaded by every process of every host from its boot (/etc/ld.so.preload),
+# so that a skew set later (RunningLab.skew_clock) reaches the running engine and kubelet at once, as a real clock
+# step does. Without the skew file it moves nothing.
 CLOCK_SKEW_SOURCE = HERE / "clock_skew.c"
 CLOCK_SKEW_LIBRARY = "/usr/local/lib/cargoship-lab/clock_skew.so"
 CLOCK_SKEW_FILE = "/etc/cargoship-lab/clock-skew"  # the seconds the library moves the clock by (its SKEW_FILE)
+PRELOAD = "/etc/ld.so.preload"  # the dynamic loader's list of libraries every process loads (ld.so(8))
 
 
 def image_name() -> str:
-    built_from = DEBIAN_SUITE + " ".join(IMAGE_PACKAGES) + IMAGE_SETUP + CLOCK_SKEW_SOURCE.read_text()
+    built_from = DEBIAN_SUITE + " ".join(IMAGE_PACKAGES) + IMAGE_SETUP + CLOCK_SKEW_SOURCE.read_text() + PRELOAD
     digest = hashlib.sha256(built_from.encode()).hexdigest()[:12]
     return f"localhost/cargoship-lab-host:{digest}"
 
@@ -351,7 +354,7 @@ def build_image(image: str, log=print) -> None:
 
 
 def install_clock_skew(rootfs: Path) -> None:
-    """The clock-skew library into the image (not preloaded until a host's clock is skewed)."""
+    """The clock-skew library into the image, preloaded by every process from the host's boot."""
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         raise LabError(
@@ -365,6 +368,7 @@ def install_clock_skew(rootfs: Path) -> None:
     loaded = run(["chroot", str(rootfs), "/usr/bin/env", f"LD_PRELOAD={CLOCK_SKEW_LIBRARY}", "/bin/true"], check=False)
     if loaded.returncode != 0 or loaded.stderr.strip():
         raise LabError(f"the clock-skew library does not load in the image: {loaded.stderr.strip()}")
+    (rootfs / PRELOAD.lstrip("/")).write_text(CLOCK_SKEW_LIBRARY + "\n")
 
 
 # -- certificates -------------------------------------------------------------------------------------

@@ -205,19 +205,16 @@ class RunningLab:
             return json.loads(response.read())
 
     def skew_clock(self, name: str, seconds: int) -> None:
-        """Move a host's wall clock by ``seconds`` (0: back to the machine's), as every process started there
-        from now on reads it (through the lab's clock-skew library; the running engine and kubelet from
-        their next start), and wait until a new process there reads it so. Through podman, not SSH (which
-        a test may have cut)."""
+        """Move a host's wall clock by ``seconds`` (0: back to the machine's), as every process there reads it,
+        the running engine and kubelet too (the lab's clock-skew library, preloaded from the host's boot), and
+        wait until a new process there reads it so. Through podman, not SSH (which a test may have cut)."""
         container = self.hosts[name].container
         if seconds:
             command = (
-                f"mkdir -p {os.path.dirname(labctl.CLOCK_SKEW_FILE)} && echo {int(seconds)} > {labctl.CLOCK_SKEW_FILE} "
-                f"&& echo {labctl.CLOCK_SKEW_LIBRARY} > /etc/ld.so.preload"
+                f"mkdir -p {os.path.dirname(labctl.CLOCK_SKEW_FILE)} && echo {int(seconds)} > {labctl.CLOCK_SKEW_FILE}"
             )
         else:
-            # The processes started meanwhile keep the library, which reads no skew once the file is gone.
-            command = f"rm -f {labctl.CLOCK_SKEW_FILE} /etc/ld.so.preload"
+            command = f"rm -f {labctl.CLOCK_SKEW_FILE}"
         labctl.podman("exec", container, "sh", "-c", command)
         deadline = time.monotonic() + 10
         while True:  # the library reads the file again at most once a second

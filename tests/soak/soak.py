@@ -373,7 +373,8 @@ class EngineSwitch(Fault):
             time.sleep(0.2)
         if not struck.target:
             return
-        since = int(time.time())
+        # The host's own clock, which its journal stamps by (it may be skewed: drawn_skew).
+        since = in_host(lab, struck.target, "date", "+%s").stdout.strip()
         in_host(lab, struck.target, "sh", "-c", f"echo {self.content} > {self.switch}")
         while not rollout.ended.is_set() and time.monotonic() < deadline:
             if self.read_by_a_start(lab, struck.target, since):
@@ -382,7 +383,7 @@ class EngineSwitch(Fault):
             time.sleep(0.5)
         self.heal(rollout, struck)
 
-    def read_by_a_start(self, lab, name: str, since: int) -> bool:
+    def read_by_a_start(self, lab, name: str, since: str) -> bool:
         journal = f"journalctl -u {lab.service(name)} -o cat --since @{since} | grep -c '{self.marker}'"
         return in_host(lab, name, "sh", "-c", journal, check=False).stdout.strip() not in ("", "0")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import subprocess
@@ -439,6 +440,22 @@ def test_a_dry_runs_api_calls_in_process_check_every_option_at_once_and_keep_the
     token = "not-the-token-" + "x" * 12
     refused = in_process("helm_chart_configs", {"host": f"https://{token}.invalid:1", "api_key": token}, True)
     assert refused["failed"] and "********" in refused["msg"] and token not in json.dumps(refused), refused
+
+
+def test_a_refusal_in_process_is_worded_as_the_refusal_it_is_not_as_an_unreachable_api(kube):
+    """A state's own failure (a controller not stopped, a node not in the cluster) reaches the task as it was
+    raised, with what it returns beside its message: a real run's cluster_node tasks run in process, where
+    ``fail_json`` raises rather than ending a module process, and the API's own errors are wrapped apart."""
+    for name in ("c1", "c2"):
+        kube.node(name, labels={"node-role.kubernetes.io/control-plane": "true"})
+    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
+    args = {"state": "drained", "name": "c1", "only_if_safe_to_stop": True, "api_port": kube.port, **kube.access}
+    refused = in_process("cluster_node", args, check_mode=False)
+    assert refused["failed"] and refused["msg"].startswith("not stopping c1: controller c2 shows Ready"), refused
+    assert refused["problems"] and "cannot reach" not in refused["msg"], refused
+    missing = in_process("cluster_node", {"state": "uncordoned", "name": "w9", **kube.access}, check_mode=False)
+    assert missing["failed"] and "cannot reach" not in missing["msg"] and "w9" in missing["msg"], missing
 
 
 def test_every_state_of_cluster_node_has_a_handler_that_reads_exactly_its_declared_options():
