@@ -309,7 +309,8 @@ OPTIONS: tuple[Option, ...] = (
         "cargoship_max_clock_skew",
         "int",
         "rollout",
-        "The largest clock difference, in seconds, allowed between a host and the control host.",
+        "The largest clock difference, in seconds, allowed between a host and the control host (the time the"
+        " call to the host took is not counted as difference).",
         default=30,
         roles=("validate_hosts",),
     ),
