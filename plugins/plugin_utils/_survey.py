@@ -124,12 +124,7 @@ def timed_survey(result: dict, answered: float) -> dict:
     answers = result.get("answers") if isinstance(result, dict) else None
     if not isinstance(answers, list):
         return result
-    timed = [
-        {**item, "result": timed_answer(str(item.get("module")), item.get("result"), answered)}
-        if isinstance(item, dict)
-        else item
-        for item in answers
-    ]
+    timed = [{**item, "result": timed_answer(item.get("module"), item.get("result"), answered)} for item in answers]
     return {**result, "answers": timed}
 
 

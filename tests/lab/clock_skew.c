@@ -21,9 +21,11 @@
  *   own skewed time and is moved a second time on reading; nothing the lab's tests or cargoship compare
  *   is set so.)
  * A skew reaches the processes already running (the engine, the kubelet in it, systemd, journald, sshd) within a
- * second, as a real clock step does: a node the rollout does not restart renews its Lease on the skewed time,
- * and journald stamps the services' output (their stdout streams, the engine's log) by it, as it would there
- * (measured: a line through systemd-cat 20 s behind on a host 20 s behind).
+ * second, as a real clock step does (clock_settime(2) sets the one realtime clock every process reads): a node the
+ * rollout does not restart renews its Lease on the skewed time, as a real kubelet writes its Lease's renewTime
+ * from its own clock every 10 s (real-engines.md, "Node status and restarts"; Kubernetes docs, "Leases": node
+ * heartbeats), and journald stamps the services' output (their stdout streams, the engine's log) by it, as it
+ * would there (measured: a line through systemd-cat 20 s behind on a host 20 s behind).
  * Not moved: timers and timeouts, which count durations (poll, select, nanosleep, timerfd), and the kernel's
  * own stamps elsewhere (/proc; the syslog datagrams journald takes with the kernel's receive time, as logger
  * sends them: measured on the right time on that host). libfaketime does all this and more, but its Debian 12 build

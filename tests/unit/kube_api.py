@@ -17,8 +17,9 @@ from ansible_collections.cargoship.engine.plugins.module_utils._kube_access impo
 from ansible_collections.cargoship.engine.plugins.module_utils._kube_rest import KubeApi as ProductApi
 
 
-def stamp(micro: bool = False) -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S" + (".%fZ" if micro else "Z"))
+def stamp(micro: bool = False, ago: float = 0) -> str:
+    moment = datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=ago)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S" + (".%fZ" if micro else "Z"))
 
 
 class KubeApi:
@@ -74,9 +75,9 @@ class KubeApi:
         self.core.create_node(body)
         self.kubelet_alive(name)
 
-    def kubelet_alive(self, name: str) -> None:
-        """The kubelet renews its Lease now."""
-        spec = {"holderIdentity": name, "renewTime": stamp(micro=True)}
+    def kubelet_alive(self, name: str, silent_for: float = 0) -> None:
+        """The kubelet renews its Lease now, or did last ``silent_for`` seconds ago (a stopped kubelet's Lease)."""
+        spec = {"holderIdentity": name, "renewTime": stamp(micro=True, ago=silent_for)}
         try:
             self.coordination.create_namespaced_lease(
                 "kube-node-lease", {"metadata": {"name": name, "namespace": "kube-node-lease"}, "spec": spec}

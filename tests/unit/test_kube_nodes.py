@@ -173,8 +173,7 @@ def test_a_controllers_drain_first_checks_that_the_cluster_can_lose_it_and_refus
         kube.node(name, labels={nodes.CONTROL_PLANE: "true"})
     kube.pod("web-1", "c1")
     # c2's kubelet stopped 50 s ago: its node still shows Ready=True, its Lease is stale.
-    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    kube.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
+    kube.kubelet_alive("c2", silent_for=50)
     safe = {"name": "c1", "only_if_safe_to_stop": True, "api_port": kube.port}
     with pytest.raises(Failed, match="not stopping c1: controller c2 shows Ready but its kubelet last renewed"):
         nodes.drained(kube.product, Module(**safe))
@@ -199,8 +198,7 @@ def test_a_drain_of_a_node_whose_kubelet_is_down_evicts_and_does_not_wait_for_wh
         kube.node(name)
         kube.pod(f"web-{name}", name, grace=30)
     # w2's kubelet stopped 50 s ago (its engine crash-loops): the Ready=True it shows is old.
-    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    kube.coordination.patch_namespaced_lease("w2", "kube-node-lease", {"spec": {"renewTime": old}})
+    kube.kubelet_alive("w2", silent_for=50)
     later = "not waiting for the evicted pods to terminate: the kubelet of w2 last renewed its Lease 5"  # 50 s, 51 s
     # The plan says so for w2 only...
     assessed = nodes.drains_assessed(kube.product, Module(check_mode=True, names=["w1", "w2"]))
@@ -241,8 +239,7 @@ def test_etcd_keeps_its_quorum_counted_from_the_members_etcd_only_ones_included(
     kube.node("e1", labels={nodes.ETCD_ROLE: "true"}, voter=True)  # etcd-only: no API server
     safe = {"name": "c1", "api_port": kube.port, "timeout": 1}
     assert nodes.check_safe_to_stop(kube.product, Module(**safe)) == {"changed": False, "changes": []}
-    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    kube.coordination.patch_namespaced_lease("e1", "kube-node-lease", {"spec": {"renewTime": old}})
+    kube.kubelet_alive("e1", silent_for=50)
     with pytest.raises(Failed, match="not stopping c1: etcd member e1 shows Ready but its kubelet last renewed"):
         nodes.check_safe_to_stop(kube.product, Module(**safe))
 

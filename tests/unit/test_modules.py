@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
 import subprocess
@@ -448,8 +447,7 @@ def test_a_refusal_in_process_is_worded_as_the_refusal_it_is_not_as_an_unreachab
     ``fail_json`` raises rather than ending a module process, and the API's own errors are wrapped apart."""
     for name in ("c1", "c2"):
         kube.node(name, labels={"node-role.kubernetes.io/control-plane": "true"})
-    old = (datetime.datetime.now(datetime.UTC) - datetime.timedelta(seconds=50)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    kube.coordination.patch_namespaced_lease("c2", "kube-node-lease", {"spec": {"renewTime": old}})
+    kube.kubelet_alive("c2", silent_for=50)
     args = {"state": "drained", "name": "c1", "only_if_safe_to_stop": True, "api_port": kube.port, **kube.access}
     refused = in_process("cluster_node", args, check_mode=False)
     assert refused["failed"] and refused["msg"].startswith("not stopping c1: controller c2 shows Ready"), refused
