@@ -103,6 +103,7 @@ class Ledger:
     def start(self, item) -> None:
         self.before = {
             "time": time.monotonic(),
+            "began": time.time(),
             "builds": self.builds(),
             "dirty": len(getattr(self.manager, "dirty", []) or []),
             "starts": starts_of(self.manager),
@@ -137,6 +138,9 @@ class Ledger:
             "module": item.nodeid.split("::", 1)[0],
             "lab": item.get_closest_marker("lab") is not None,
             "seconds": round(time.monotonic() - self.before["time"], 2),
+            # When it began (epoch seconds) and on which worker: the run's timeline, lane by lane.
+            "began": round(self.before["began"], 2),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
             "outcome": outcome,
             "runs": runs_of(item.nodeid),
             "restarts": restarts,
