@@ -31,7 +31,7 @@ from labhosts import LabManager  # noqa: E402
 
 sys.path.insert(0, str(REPO / "tests" / "tools"))
 import suite_ledger  # noqa: E402
-from suite_order import module_figures, module_order  # noqa: E402
+from suite_order import make_scheduler, module_figures, module_order  # noqa: E402
 
 # With a ledger (make test), cargoship and ansible-playbook are counted per test on their way in.
 _wrappers = suite_ledger.install_wrappers(Path(sys.executable).parent)
@@ -56,28 +56,7 @@ def pytest_collection_modifyitems(session, config, items):
 
 @pytest.hookimpl(optionalhook=True)  # a hook of xdist's: `make compat` runs without xdist
 def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadfile``, with each worker given its next module only once it starts the last test of the
-    one it runs (xdist gives it when two tests are left). A worker must know its next test before it runs one
-    (pytest's teardown needs it), so one is the least; with two, the next module waited behind the last two
-    tests of a long module, a short soak (one test of three to four minutes) or real_engines' last two, while
-    another worker ran dry, and the suite ended on one worker for minutes. None (xdist's own) for another
-    --dist, or if xdist's scheduler no longer has the parts this relies on."""
-    if config.getoption("dist", None) != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    if not all(hasattr(LoadFileScheduling, part) for part in ("_pending_of", "_reschedule")):
-        return None
-
-    class OneTestAhead(LoadFileScheduling):
-        def _reschedule(self, node):
-            # Not yet while more than the one test is left; else xdist's own (which also ends a worker
-            # once nothing is left to give).
-            if self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work[node]) > 1:
-                return
-            super()._reschedule(node)
-
-    return OneTestAhead(config, log)
+    return make_scheduler(config, log)
 
 
 @pytest.hookimpl(hookwrapper=True)

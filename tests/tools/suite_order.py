@@ -45,3 +45,33 @@ def module_order(known: dict[str, tuple[int, int]]):
         return (1 if waiting else 2, -wall)
 
     return key
+
+
+def make_scheduler(config, log):
+    """xdist's ``--dist loadfile`` scheduler, handing out the modules in the collection's order (``module_order``,
+    applied in tests/conftest.py) and each worker's next module only once it starts the last test of the one it
+    runs. None (xdist's own) for another --dist, or if xdist's scheduler no longer has the parts this relies on.
+
+    The order: xdist (3.6 and later) sorts the modules by their number of tests unless told not to
+    (``--no-loadscope-reorder``), which put the unit modules of many quick tests first and left the soak (two
+    tests, three minutes) to start last and run on alone; until 2026-12-07 every order of ``module_order`` was
+    overridden so. The next module: a worker must know its next test before it runs one (pytest's teardown
+    needs it), so one is the least; xdist gives it when two tests are left, and a module then waited behind the
+    last two tests of a long module while another worker ran dry."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    if not all(hasattr(LoadFileScheduling, part) for part in ("_pending_of", "_reschedule")):
+        return None
+    config.option.loadscopereorder = False
+
+    class OneTestAhead(LoadFileScheduling):
+        def _reschedule(self, node):
+            # Not yet while more than the one test is left; else xdist's own (which also ends a worker
+            # once nothing is left to give).
+            if self.workqueue and not node.shutting_down and self._pending_of(self.assigned_work[node]) > 1:
+                return
+            super()._reschedule(node)
+
+    return OneTestAhead(config, log)

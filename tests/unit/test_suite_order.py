@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import types
+
 import suite_order
 from suite_time import minutes, seconds_of
 
@@ -26,3 +28,41 @@ def test_new_modules_first_then_those_that_mostly_wait_then_the_rest_longest_fir
     }
     order = sorted([*known, "new.py"], key=suite_order.module_order(known))
     assert order == ["new.py", "waits.py", "waits_less.py", "long.py", "medium.py", "short_wait.py"]
+
+
+class FakeWorker:
+    """What xdist's scheduler uses of a worker: the tests it is sent (by their index in its collection)."""
+
+    def __init__(self, name: str) -> None:
+        self.gateway = types.SimpleNamespace(id=name)
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indexes: list[int]) -> None:
+        self.sent += indexes
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_xdist_hands_out_the_modules_in_the_collections_order_not_by_their_number_of_tests():
+    options = types.SimpleNamespace(dist="loadfile", loadscopereorder=True, tx=["2*popen"], numprocesses=2)
+    config = types.SimpleNamespace(
+        option=options,
+        getoption=lambda name, default=None: getattr(options, name, default),
+        getvalue=lambda name: getattr(options, name),
+    )
+    scheduler = suite_order.make_scheduler(config, None)
+    # As module_order sorts them: a long module of one test first, then modules of more but quicker tests.
+    collection = ["soak.py::a", "many.py::a", "many.py::b", "many.py::c", "few.py::a", "few.py::b"]
+    workers = [FakeWorker("gw0"), FakeWorker("gw1")]
+    for worker in workers:
+        scheduler.add_node(worker)
+        scheduler.add_node_collection(worker, collection)
+    scheduler.schedule()
+    first = [collection[worker.sent[0]].split("::")[0] for worker in workers]
+    assert first == ["soak.py", "many.py"], first
+    # A worker is given its next module only when what it holds is down to one test: gw0, at its one test of
+    # the soak, holds the next module already; gw1, with three tests of many.py ahead, does not.
+    held = [sorted({collection[index].split("::")[0] for index in worker.sent}) for worker in workers]
+    assert held == [["few.py", "soak.py"], ["many.py"]], held
