@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import types
 
+import pytest
 import suite_order
 from suite_time import minutes, seconds_of
 
@@ -46,6 +47,8 @@ class FakeWorker:
 
 
 def test_xdist_hands_out_the_modules_in_the_collections_order_not_by_their_number_of_tests():
+    # `make compat` runs the unit tests without xdist (and so without parallel workers to order).
+    pytest.importorskip("xdist")
     options = types.SimpleNamespace(dist="loadfile", loadscopereorder=True, tx=["2*popen"], numprocesses=2)
     config = types.SimpleNamespace(
         option=options,
