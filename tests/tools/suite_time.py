@@ -118,6 +118,9 @@ def tables(records: list[dict], steps: list[tuple], slowest: int = 15) -> str:
             "",
             f"{dirty} of the lab builds replaced a lab an earlier test had left changed (its fingerprint differed).",
         ]
+    ended = lanes(records)
+    if ended:
+        out += ["", f"The workers' last tests ended {ended} after the first test began (a worker ending early idled)."]
     out += [
         "",
         f"The {slowest} slowest tests:",
@@ -129,6 +132,18 @@ def tables(records: list[dict], steps: list[tuple], slowest: int = 15) -> str:
         runs = sum(record["runs"].values())
         out.append(f"| `{record['test']}` | {minutes(record['seconds'])} | {runs} | {record['restarts'] or 0} |")
     return "\n".join(out)
+
+
+def lanes(records: list[dict]) -> str:
+    """When each worker's last test ended, from the ledger's starts (empty for a ledger without them)."""
+    timed = [record for record in records if "began" in record]
+    if not timed:
+        return ""
+    first = min(record["began"] for record in timed)
+    ends: dict[str, float] = {}
+    for record in timed:
+        ends[record["worker"]] = max(ends.get(record["worker"], 0), record["began"] + record["seconds"] - first)
+    return ", ".join(f"{worker} at {minutes(ends[worker])}" for worker in sorted(ends))
 
 
 def main(argv: list[str] | None = None) -> int:

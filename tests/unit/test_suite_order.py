@@ -6,7 +6,7 @@ import types
 
 import pytest
 import suite_order
-from suite_time import minutes, seconds_of
+from suite_time import lanes, minutes, seconds_of
 
 
 def test_the_generated_table_is_read_with_each_modules_wall_time_and_cpu():
@@ -69,3 +69,13 @@ def test_xdist_hands_out_the_modules_in_the_collections_order_not_by_their_numbe
     # the soak, holds the next module already; gw1, with three tests of many.py ahead, does not.
     held = [sorted({collection[index].split("::")[0] for index in worker.sent}) for worker in workers]
     assert held == [["few.py", "soak.py"], ["many.py"]], held
+
+
+def test_the_lanes_say_when_each_workers_last_test_ended():
+    records = [
+        {"worker": "gw0", "began": 1000.0, "seconds": 30.0},
+        {"worker": "gw1", "began": 1010.0, "seconds": 5.0},
+        {"worker": "gw0", "began": 1030.0, "seconds": 90.0},
+    ]
+    assert lanes(records) == "gw0 at 2 min 00 s, gw1 at 15 s"
+    assert lanes([{"worker": "gw0", "seconds": 3.0}]) == ""
