@@ -114,28 +114,38 @@ def random_change(rng: random.Random, state: dict, engine: str) -> tuple[dict, l
             new[name] = "absent"
             said.append(f"remove {kind}")
             continue
-        if kind == "registries":
-            registries = copy.deepcopy(EXAMPLE["cargoship_registries"])
-            mirrors = rng.sample(["mirror-a", "mirror-b", "mirror-c"], rng.choice([1, 2]))
-            registries["mirrors"]["docker.io"]["endpoint"] += [f"https://{m}.internal.example" for m in mirrors]
-            new[name] = registries
-            said.append(f"registries via {', '.join(mirrors)}")
-        elif kind == "audit_policy":
-            level = rng.choice(["Metadata", "Request", "RequestResponse"])
-            new[name] = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": level}]}
-            said.append(f"audit level {level}")
-        elif kind == "pod_security":
-            level = rng.choice(["privileged", "baseline", "restricted"])
-            policy = copy.deepcopy(EXAMPLE["cargoship_pod_security"])
-            policy["plugins"][0]["configuration"]["defaults"]["enforce"] = level
-            new[name] = policy
-            said.append(f"pod security enforce {level}")
-        else:
-            replicas = rng.randint(1, 3)
-            chart = "traefik" if engine == "k3s" else "rke2-ingress-nginx"
-            new[name] = {chart: {"values": {"deployment": {"replicas": replicas}}}}
-            said.append(f"{chart} replicas {replicas}")
+        # A value equal to the one in force changes nothing, and a fault that needs the change (an engine that
+        # hangs on its restart) would meet nothing: such a draw is drawn again, so a rollout changes what it says.
+        # A first draw that differs takes the random source as before: the seeds that never drew the same
+        # value twice draw what they drew before this rule.
+        value, what = random_value(rng, kind, engine)
+        for _again in range(20):
+            if value != new.get(name):
+                break
+            value, what = random_value(rng, kind, engine)
+        new[name] = value
+        said.append(what)
     return new, said
+
+
+def random_value(rng: random.Random, kind: str, engine: str) -> tuple[object, str]:
+    """A value of one kind of the desired state, and how the rollout says it."""
+    if kind == "registries":
+        registries = copy.deepcopy(EXAMPLE["cargoship_registries"])
+        mirrors = rng.sample(["mirror-a", "mirror-b", "mirror-c"], rng.choice([1, 2]))
+        registries["mirrors"]["docker.io"]["endpoint"] += [f"https://{m}.internal.example" for m in mirrors]
+        return registries, f"registries via {', '.join(mirrors)}"
+    if kind == "audit_policy":
+        level = rng.choice(["Metadata", "Request", "RequestResponse"])
+        return {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "rules": [{"level": level}]}, f"audit level {level}"
+    if kind == "pod_security":
+        level = rng.choice(["privileged", "baseline", "restricted"])
+        policy = copy.deepcopy(EXAMPLE["cargoship_pod_security"])
+        policy["plugins"][0]["configuration"]["defaults"]["enforce"] = level
+        return policy, f"pod security enforce {level}"
+    replicas = rng.randint(1, 3)
+    chart = "traefik" if engine == "k3s" else "rke2-ingress-nginx"
+    return {chart: {"values": {"deployment": {"replicas": replicas}}}}, f"{chart} replicas {replicas}"
 
 
 def write_inventory(lab: RunningLab, directory: Path, state: dict) -> Path:
