@@ -103,6 +103,12 @@ class Breach(Exception):
 # -- the desired state, changed at random ----------------------------------------------------------------------
 
 
+def start_state(engine: str) -> dict:
+    """The desired state an engine's first rollout changes: the example's registries, which the soak converges
+    before it (a starting point every rollout can change)."""
+    return {"cargoship_engine": engine, "cargoship_registries": EXAMPLE["cargoship_registries"]}
+
+
 def random_change(rng: random.Random, state: dict, engine: str) -> tuple[dict, list[str]]:
     """A new desired state: one or two kinds changed, added or removed (``absent``). Chart values are the
     engine's packaged ingress chart's (traefik on k3s, rke2-ingress-nginx on RKE2)."""
@@ -755,8 +761,7 @@ def soak(
                     lab.close_connections()
                 labctl.down(log=lambda _msg: None)
                 lab = RunningLab(labctl.up(hosts, controllers, engine), Shape(hosts, controllers, engine))
-            state = {"cargoship_engine": lab.engine, "cargoship_registries": EXAMPLE["cargoship_registries"]}
-            # A starting point every rollout can change: the example's registries, converged.
+            state = start_state(lab.engine)
             first = write_inventory(lab, directory / f"start-{engine}", state)
             started = subprocess.run(
                 ["cargoship", "engine-config-sync", "-i", str(first), "--confirm"],

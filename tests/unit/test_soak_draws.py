@@ -16,7 +16,7 @@ KINDS = ("registries", "audit_policy", "pod_security", "chart_values")
 
 def rollouts(seed: str, count: int, engine: str = "k3s"):
     """The state before and after each rollout of a seed on one engine, as soak.soak carries it."""
-    state = {"cargoship_engine": engine, "cargoship_registries": soak.EXAMPLE["cargoship_registries"]}
+    state = soak.start_state(engine)
     for index in range(count):
         _rng, new, change, fault = soak.drawn(seed, index, state, engine)
         yield state, new, change, fault
